@@ -1,0 +1,182 @@
+"""Builds a candidate's source into a loadable library, cached by content.
+
+`build(source, target, abi)` compiles with nvcc (`cuda`) or g++ (`cpu`, `-O3 -march=native -fopenmp`) for the
+C ABI, or with torch.utils.cpp_extension (ninja) for the torch ABI. The compiler runs in a child process
+whose environment holds no secrets. Results are cached under a key of (source, target, abi, arch, flags,
+compiler version): building the same text twice compiles once, also across processes (atomic rename).
+
+Guarantees: a `Build` either has `ok=True` and a library path that exists, or `ok=False` and `error`, the
+compiler's own messages trimmed to what a person or an LLM needs (paths of temporary files removed).
+Not guaranteed: that the library does anything — loading and calling it is the harness's job, never this
+module's (no candidate code runs in the caller's process).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from kevolve.sandbox import clean_env
+
+SUFFIX = {"cuda": ".cu", "cpu": ".cpp"}
+NVCC_FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo"]
+GXX_FLAGS = ["-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared", "-fPIC"]
+MAX_ERROR_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Build:
+    """The outcome of one build: the library (bytes on disk at `lib_path`) or the compiler's complaint."""
+    ok: bool
+    key: str
+    target: str
+    abi: str
+    lib_path: str | None = None
+    module_name: str | None = None      # torch ABI: the Python module name inside the library
+    error: str | None = None
+    seconds: float = 0.0
+    cached: bool = False
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("KEVOLVE_CACHE", Path.home() / ".cache" / "kevolve")) / "build"
+
+
+def cuda_home() -> str:
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        return home
+    nvcc = shutil.which("nvcc")
+    return str(Path(nvcc).resolve().parent.parent) if nvcc else "/usr/local/cuda"
+
+
+@lru_cache(maxsize=None)
+def detect_arch() -> str:
+    """The CUDA architecture to build for: KEVOLVE_CUDA_ARCH, else the visible GPU's, else 90a (H100/H200)."""
+    if os.environ.get("KEVOLVE_CUDA_ARCH"):
+        return os.environ["KEVOLVE_CUDA_ARCH"]
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.split()
+        if out:
+            major, minor = out[0].strip().split(".")
+            return f"{major}{minor}" + ("a" if major in ("9", "10", "12") else "")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    return "90a"
+
+
+@lru_cache(maxsize=None)
+def _compiler_version(exe: str) -> str:
+    try:
+        return subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError:
+        return "missing"
+
+
+def _key(source: str, target: str, abi: str, arch: str) -> str:
+    exe = os.path.join(cuda_home(), "bin", "nvcc") if target == "cuda" else "g++"
+    parts = [source, target, abi, arch, " ".join(NVCC_FLAGS if target == "cuda" else GXX_FLAGS),
+             _compiler_version(exe)]
+    if abi == "torch":
+        import torch
+        parts.append(torch.__version__)
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+def build(source: str, target: str, abi: str = "c", arch: str | None = None, timeout: float = 600) -> Build:
+    """Compiles `source` for `target` with `abi` (or returns the cached library)."""
+    if target not in SUFFIX:
+        raise ValueError(f"target must be one of {sorted(SUFFIX)}, not {target!r}")
+    arch = arch or (detect_arch() if target == "cuda" else "native")
+    key = _key(source, target, abi, arch)
+    final = cache_root() / key
+    lib = final / "kernel.so"
+    if lib.exists():
+        return Build(True, key, target, abi, str(lib), f"kevolve_{key}" if abi == "torch" else None, cached=True)
+    failed = final / "error.txt"
+    if failed.exists():
+        return Build(False, key, target, abi, error=failed.read_text(), cached=True)
+
+    cache_root().mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=cache_root()))
+    src = work / f"kernel{SUFFIX[target]}"
+    src.write_text(source)
+    start = time.perf_counter()
+    if abi == "c":
+        cmd = _c_command(src, work / "kernel.so", target, arch)
+    else:
+        cmd = [sys.executable, "-m", "kevolve.build", str(src), str(work), f"kevolve_{key}", target, arch]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=work,
+                              env=clean_env({"CUDA_HOME": cuda_home()}))
+        ok, log = proc.returncode == 0 and (work / "kernel.so").exists(), proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired:
+        ok, log = False, f"the compiler did not finish within {timeout:.0f} s"
+    seconds = time.perf_counter() - start
+    if not ok:
+        error = trim_errors(log, work)
+        (work / "error.txt").write_text(error)
+    _publish(work, final)
+    if not ok:
+        return Build(False, key, target, abi, error=error, seconds=seconds)
+    return Build(True, key, target, abi, str(lib), f"kevolve_{key}" if abi == "torch" else None, seconds=seconds)
+
+
+def _c_command(src: Path, out: Path, target: str, arch: str) -> list[str]:
+    if target == "cuda":
+        nvcc = os.path.join(cuda_home(), "bin", "nvcc")
+        return [nvcc, *NVCC_FLAGS, f"-gencode=arch=compute_{arch},code=sm_{arch}", "-o", str(out), str(src)]
+    return ["g++", *GXX_FLAGS, "-o", str(out), str(src)]
+
+
+def _publish(work: Path, final: Path) -> None:
+    """Moves a finished build into place atomically; a concurrent builder of the same key may win."""
+    try:
+        os.rename(work, final)
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def trim_errors(log: str, work: Path | None = None) -> str:
+    """The compiler's messages, with temporary paths removed and, if long, the errors kept first."""
+    if work is not None:
+        log = log.replace(str(work) + "/", "").replace(str(work), ".")
+    lines = [ln for ln in log.splitlines() if ln.strip() and not ln.startswith(("ninja: build stopped", "[", "FAILED:"))]
+    if sum(len(ln) + 1 for ln in lines) > MAX_ERROR_CHARS:
+        errors = [i for i, ln in enumerate(lines) if re.search(r"\berror\b", ln, re.I)]
+        keep = sorted({j for i in errors[:12] for j in range(max(0, i - 1), min(len(lines), i + 3))})
+        lines = [lines[j] for j in keep] or lines[:40]
+    text = "\n".join(lines)
+    return text[:MAX_ERROR_CHARS] + ("\n... (truncated)" if len(text) > MAX_ERROR_CHARS else "")
+
+
+def _torch_extension_main(src: str, work: str, name: str, target: str, arch: str) -> None:
+    """Child-process entry: builds a torch extension with ninja, then renames it to kernel.so."""
+    if target == "cuda":                      # "90a" -> "9.0a", "100" -> "10.0"
+        digits, suffix = arch.rstrip("a"), "a" if arch.endswith("a") else ""
+        os.environ["TORCH_CUDA_ARCH_LIST"] = f"{digits[:-1]}.{digits[-1]}{suffix}"
+    from torch.utils import cpp_extension
+    build_dir = Path(work) / "ext"
+    build_dir.mkdir()
+    cflags = ["-O3", "-fopenmp"] if target == "cpu" else ["-O3"]
+    sources = [src]
+    if target == "cpu" and src.endswith(".cu"):
+        raise SystemExit("a .cu source needs target=cuda")
+    cpp_extension.load(name=name, sources=sources, build_directory=str(build_dir), verbose=False,
+                       extra_cflags=cflags, extra_ldflags=["-fopenmp"] if target == "cpu" else [],
+                       extra_cuda_cflags=["-O3"], with_cuda=target == "cuda", is_python_module=True)
+    built = build_dir / f"{name}.so"
+    os.rename(built, Path(work) / "kernel.so")
+
+
+if __name__ == "__main__":
+    _torch_extension_main(*sys.argv[1:6])

@@ -1,0 +1,319 @@
+"""Tasks: an operation and its direction, read from `tasks/<name>/`.
+
+A task folder holds `task.yaml` (signature, shape sets, initialisations, tolerance, memory floor),
+`reference.py` (`reference` — the function a kernel must compute, evaluated in float64 — and
+`baseline` — what torch eager and torch.compile are timed on, in the task's dtype), `prompt.md`
+(what an LLM is told) and `seeds/` (one plain, correct kernel per target and ABI).
+
+Guarantees: a task that loads is complete — every shape expression evaluates on every configuration,
+every input has an initialiser for every init set, every seed file named exists — and a malformed one
+raises `TaskError` naming the file and the field. Inputs are a pure function of (task, configuration,
+variant, device type): the evaluator and its worker process draw identical tensors independently.
+Not guaranteed: that `reference` is right; tests compare it with torch where torch has the operation.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import math
+import operator
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+TARGETS = ("cpu", "cuda")
+DTYPES = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t"}
+SCALAR_TYPES = {"float": "float", "double": "double", "int": "int64_t"}
+
+
+class TaskError(ValueError):
+    """A task name that does not exist or a task folder that is malformed."""
+
+
+# ---------------------------------------------------------------- size expressions
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_FUNCS = {"max": max, "min": min, "cdiv": lambda a, b: -(-a // b)}
+
+
+def eval_expr(expr: str | int, names: dict[str, int]) -> int:
+    """Evaluates an integer expression of size names (`4 * (B * N + N)`, `cdiv(N, 256)`); nothing else runs."""
+    if isinstance(expr, int):
+        return expr
+
+    def ev(node: ast.AST) -> int:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                raise TaskError(f"expression {expr!r}: unknown size {node.id!r} (known: {sorted(names)})")
+            return names[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
+            return _FUNCS[node.func.id](*[ev(a) for a in node.args])
+        raise TaskError(f"expression {expr!r}: only integers, sizes, + - * // % ** and max/min/cdiv are allowed")
+
+    try:
+        tree = ast.parse(str(expr), mode="eval")
+    except SyntaxError as e:
+        raise TaskError(f"expression {expr!r} does not parse: {e.msg}") from None
+    return int(ev(tree))
+
+
+# ---------------------------------------------------------------- the schema
+@dataclass(frozen=True)
+class TensorSpec:
+    """One argument of the kernel: its name, shape (expressions of sizes), dtype and initialisers."""
+    name: str
+    shape: tuple[str, ...]
+    dtype: str
+    init: dict[str, str] = field(default_factory=dict)   # init set -> initialiser ("normal", "ones", ...)
+
+    def ctype(self) -> str:
+        return DTYPES[self.dtype]
+
+
+@dataclass(frozen=True)
+class ScalarSpec:
+    name: str
+    type: str          # float | double | int
+    value: float | int
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of a shape set: sizes × initialisation × seed. `heldout` configs are never shown to an LLM."""
+    sizes: tuple[tuple[str, int], ...]
+    init: str
+    seed: int
+    label: str = ""
+    heldout: bool = False
+
+    @property
+    def size_dict(self) -> dict[str, int]:
+        return dict(self.sizes)
+
+    @property
+    def shape_id(self) -> str:
+        return self.label or ",".join(f"{k}={v}" for k, v in self.sizes)
+
+    @property
+    def id(self) -> str:
+        return f"{self.shape_id}/{self.init}/s{self.seed}"
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    direction: str                       # the exported function: forward | backward
+    description: str
+    sizes: tuple[str, ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    scalars: tuple[ScalarSpec, ...]
+    workspace_bytes: str
+    floor_bytes: str
+    atol: float
+    rtol: float
+    init_sets: tuple[str, ...]
+    shape_sets: dict[str, tuple[Config, ...]]
+    dir: Path
+    seeds: dict[str, tuple[str, ...]]    # "cpu" / "cuda" / "torch-cuda" / "torch-cpu" -> files in seeds/, plain one first
+    reference: Callable[..., Any] = field(repr=False, compare=False)
+    baseline: Callable[..., Any] = field(repr=False, compare=False)
+
+    # ---- shapes and sizes
+    def configs(self, shape_set: str) -> tuple[Config, ...]:
+        if shape_set not in self.shape_sets:
+            raise TaskError(f"task {self.name}: no shape set {shape_set!r} (known: {sorted(self.shape_sets)})")
+        return self.shape_sets[shape_set]
+
+    def shape(self, spec: TensorSpec, sizes: dict[str, int]) -> tuple[int, ...]:
+        return tuple(eval_expr(e, sizes) for e in spec.shape)
+
+    def workspace(self, sizes: dict[str, int]) -> int:
+        return eval_expr(self.workspace_bytes, sizes)
+
+    def floor(self, sizes: dict[str, int]) -> int:
+        return eval_expr(self.floor_bytes, sizes)
+
+    def scalar_values(self) -> dict[str, float | int]:
+        return {s.name: s.value for s in self.scalars}
+
+    def seed_paths(self, target: str, abi: str = "c") -> list[Path]:
+        """Every seed kernel for (target, abi), the plain one first (the search starts from all of them)."""
+        key = target if abi == "c" else f"torch-{target}"
+        if key not in self.seeds:
+            raise TaskError(f"task {self.name} has no seed kernel for target={target} abi={abi}")
+        return [self.dir / "seeds" / f for f in self.seeds[key]]
+
+    def seed_path(self, target: str, abi: str = "c") -> Path:
+        return self.seed_paths(target, abi)[0]
+
+    def prompt(self) -> str:
+        p = self.dir / "prompt.md"
+        return p.read_text() if p.exists() else self.description
+
+    # ---- inputs
+    def make_inputs(self, config: Config, device: str, variant: int = 0) -> dict[str, Any]:
+        """Draws the inputs of `config` on `device`; `variant` gives new contents for the same shapes."""
+        import torch
+        sizes = config.size_dict
+        out = {}
+        for i, spec in enumerate(self.inputs):
+            gen_device = "cuda" if str(device).startswith("cuda") else "cpu"
+            g = torch.Generator(device=gen_device)
+            g.manual_seed((config.seed * 1_000_003 + variant * 7919 + i * 104_729) % (2**63))
+            out[spec.name] = _draw(spec.init[config.init], self.shape(spec, sizes), spec.dtype, sizes, g, device)
+        return out
+
+    def call_reference(self, inputs: dict, sizes: dict[str, int]) -> list:
+        return _as_list(self.reference(*[inputs[s.name] for s in self.inputs], **sizes, **self.scalar_values()))
+
+    def call_baseline(self, inputs: dict, sizes: dict[str, int]) -> list:
+        return _as_list(self.baseline(*[inputs[s.name] for s in self.inputs], **sizes, **self.scalar_values()))
+
+
+def _as_list(result) -> list:
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+_INIT = re.compile(r"^(normal|uniform|ones|zeros|const|randint)(?:\((.*)\))?$")
+
+
+def _draw(init: str, shape: tuple[int, ...], dtype: str, sizes: dict[str, int], g, device):
+    import torch
+    m = _INIT.match(init.replace(" ", ""))
+    kind, args = m.group(1), [a for a in (m.group(2) or "").split(",") if a]
+    tdtype = getattr(torch, dtype)
+    if kind == "normal":      # normal(std) or normal(mean, std)
+        mean, std = (0.0, float(args[0])) if len(args) == 1 else (float(args[0]), float(args[1])) if args else (0.0, 1.0)
+        return (torch.randn(shape, generator=g, device=device, dtype=torch.float32) * std + mean).to(tdtype)
+    if kind == "uniform":     # uniform(lo, hi)
+        lo, hi = (float(args[0]), float(args[1])) if args else (-1.0, 1.0)
+        return (torch.rand(shape, generator=g, device=device, dtype=torch.float32) * (hi - lo) + lo).to(tdtype)
+    if kind == "ones":
+        return torch.ones(shape, device=device, dtype=tdtype)
+    if kind == "zeros":
+        return torch.zeros(shape, device=device, dtype=tdtype)
+    if kind == "const":
+        return torch.full(shape, float(args[0]), device=device, dtype=tdtype)
+    hi = eval_expr(args[0], sizes)   # randint(expr): integers in [0, expr)
+    return torch.randint(0, hi, shape, generator=g, device=device, dtype=tdtype)
+
+
+# ---------------------------------------------------------------- loading
+def list_tasks() -> list[str]:
+    return sorted(p.name for p in TASKS_DIR.iterdir() if (p / "task.yaml").exists()) if TASKS_DIR.exists() else []
+
+
+def load_task(name: str | Path) -> Task:
+    """Loads a task by name (a folder of `tasks/`) or by path; raises TaskError saying what to fix."""
+    path = Path(name)
+    folder = path if (path / "task.yaml").exists() else TASKS_DIR / str(name)
+    if not (folder / "task.yaml").exists():
+        raise TaskError(f"unknown task {str(name)!r}; known tasks: {', '.join(list_tasks()) or '(none)'}")
+    where = folder / "task.yaml"
+    try:
+        raw = yaml.safe_load(where.read_text())
+        return _parse(raw, folder)
+    except TaskError as e:
+        raise TaskError(f"{where}: {e}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, yaml.YAMLError) as e:
+        raise TaskError(f"{where}: malformed ({type(e).__name__}: {e})") from None
+
+
+def _parse(raw: dict, folder: Path) -> Task:
+    for key in ("name", "direction", "sizes", "inputs", "outputs", "floor_bytes", "tolerance", "shapes"):
+        if key not in raw:
+            raise TaskError(f"missing field {key!r}")
+    if raw["direction"] not in ("forward", "backward"):
+        raise TaskError(f"direction must be forward or backward, not {raw['direction']!r}")
+    init_sets = tuple(raw.get("inits", ["random"]))
+    default_dtype = raw.get("dtype", "float32")
+
+    def tensor(d: dict, is_input: bool) -> TensorSpec:
+        dtype = d.get("dtype", default_dtype)
+        if dtype not in DTYPES:
+            raise TaskError(f"{d['name']}: dtype {dtype!r} not one of {sorted(DTYPES)}")
+        init = d.get("init", "normal")
+        init = {s: init for s in init_sets} if isinstance(init, str) else dict(init)
+        if is_input:
+            for s in init_sets:
+                if s not in init or not _INIT.match(str(init[s]).replace(" ", "")):
+                    raise TaskError(f"input {d['name']}: no valid initialiser for init set {s!r} (got {init.get(s)!r})")
+        return TensorSpec(d["name"], tuple(str(e) for e in d["shape"]), dtype, init if is_input else {})
+
+    inputs = tuple(tensor(d, True) for d in raw["inputs"])
+    outputs = tuple(tensor(d, False) for d in raw["outputs"])
+    scalars = tuple(ScalarSpec(s["name"], s.get("type", "float"), s["value"]) for s in raw.get("scalars", []))
+    for s in scalars:
+        if s.type not in SCALAR_TYPES:
+            raise TaskError(f"scalar {s.name}: type {s.type!r} not one of {sorted(SCALAR_TYPES)}")
+    sizes = tuple(raw["sizes"])
+    shape_sets = {name: _configs(spec, sizes, init_sets) for name, spec in raw["shapes"].items()}
+    ref = _load_module(folder / "reference.py")
+    seeds = {k: tuple([v] if isinstance(v, str) else v) for k, v in raw.get("seeds", {}).items()}
+    for key, fnames in seeds.items():
+        for fname in fnames:
+            if not (folder / "seeds" / fname).exists():
+                raise TaskError(f"seed {key}: file seeds/{fname} does not exist")
+    task = Task(name=raw["name"], direction=raw["direction"], description=raw.get("description", "").strip(),
+                sizes=sizes, inputs=inputs, outputs=outputs, scalars=scalars,
+                workspace_bytes=str(raw.get("workspace_bytes", 0)), floor_bytes=str(raw["floor_bytes"]),
+                atol=float(raw["tolerance"]["atol"]), rtol=float(raw["tolerance"]["rtol"]),
+                init_sets=init_sets, shape_sets=shape_sets, dir=folder, seeds=seeds,
+                reference=ref.reference, baseline=getattr(ref, "baseline", ref.reference))
+    for configs in shape_sets.values():          # every expression must evaluate on every configuration
+        for c in configs:
+            for spec in inputs + outputs:
+                task.shape(spec, c.size_dict)
+            task.workspace(c.size_dict), task.floor(c.size_dict)
+    return task
+
+
+def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...]) -> tuple[Config, ...]:
+    inits = tuple(spec.get("inits", init_sets))
+    seeds = tuple(spec.get("seeds", [0]))
+    for i in inits:
+        if i not in init_sets:
+            raise TaskError(f"shape set uses init {i!r}, which the task does not define ({list(init_sets)})")
+    out = []
+    for heldout, key in ((False, "configs"), (True, "heldout")):
+        for c in spec.get(key, []):
+            c = dict(c)
+            label = str(c.pop("label", ""))
+            missing = [s for s in sizes if s not in c]
+            if missing or set(c) - set(sizes):
+                raise TaskError(f"configuration {c}: sizes must be exactly {list(sizes)}")
+            for init in inits:
+                for seed in seeds:
+                    out.append(Config(tuple((s, int(c[s])) for s in sizes), init, int(seed), label, heldout))
+    if not out:
+        raise TaskError("a shape set has no configurations")
+    return tuple(out)
+
+
+def _load_module(path: Path):
+    if not path.exists():
+        raise TaskError(f"{path.name} is missing")
+    spec = importlib.util.spec_from_file_location(f"kevolve_task_{path.parent.name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    if not hasattr(mod, "reference"):
+        raise TaskError(f"{path.name} defines no `reference` function")
+    return mod
+
+
+def geomean(values: list[float]) -> float:
+    vals = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")
