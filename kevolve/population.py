@@ -1,0 +1,424 @@
+"""The population of the search: islands of scored candidates, an elite archive, duplicate detection.
+
+`Candidate` is the message every part of the search passes around (frozen, JSON round-trippable).
+`Population` holds the candidates that reached a verdict with their `Outcome`, split into islands that
+evolve apart and exchange their best every `migration_interval` additions (a ring: island i → i+1).
+
+Guarantees:
+- Deterministic: every random choice draws from the `random.Random` the caller passes in; the same calls
+  with the same rng states give the same answers. Migration draws nothing (it copies each island's best).
+- `Population.restore(config, records)` is exactly `add` of each record in order: a resumed run starts from
+  the state the interrupted one had reached (selection counts of parents whose children never arrived are
+  the one thing lost).
+- Duplicates: `normalize_source` maps two sources that differ only in comments or whitespace between
+  tokens to the same text, and sources that differ in one token to different texts. `seen`/`reserve`
+  cover sources already scored and sources in flight.
+- The archive holds at most `archive_size` correct candidates, the fittest first, at most `per_family` of
+  one family. A family is founded by a candidate written from scratch (operator in `founders`: seed,
+  translate, meta) or one whose first parent is unknown; every other candidate (optimize, knob, repair,
+  crossover) joins its first parent's family. Knob variants of one kernel thus compete for a few slots.
+
+Not guaranteed: that normalisation catches semantic duplicates (renamed variables, reordered statements);
+that islands stay bounded (a candidate is never forgotten: runs are thousands of candidates, not millions).
+No Ray, no torch: plain Python, safe to use anywhere.
+"""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import math
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any, Iterable, Mapping
+
+
+# ---------------------------------------------------------------- candidates
+def _freeze(value: Any) -> Any:
+    """JSON-like data as hashable, immutable data: lists become tuples, mappings sorted (key, value) pairs."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    return [_thaw(v) for v in value] if isinstance(value, tuple) else value
+
+
+def new_id() -> str:
+    """A short random id (12 hex digits): unique enough for one run's thousands of candidates."""
+    return uuid.uuid4().hex[:12]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One kernel source and where it came from. `meta` holds operator details (knob values, a strategy):
+    pass a dict, it is stored as sorted (key, value) pairs of JSON values; read it with `meta_dict()`."""
+    id: str
+    source: str
+    parents: tuple[str, ...] = ()
+    island: int = 0
+    generation: int = 0
+    operator: str = "seed"          # seed | knob | translate | optimize | crossover | repair | meta | ...
+    model: str | None = None        # the LLM that wrote it; None for seeds and knob mutation
+    created: float = 0.0
+    meta: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "parents", tuple(self.parents))
+        object.__setattr__(self, "meta", _freeze(dict(self.meta)))
+        try:
+            json.dumps(self.to_dict())
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"candidate {self.id}: meta must hold JSON values only ({e})") from None
+
+    @staticmethod
+    def new(source: str, **fields) -> "Candidate":
+        """A candidate with a fresh id and the current time; other fields as given."""
+        return Candidate(id=fields.pop("id", None) or new_id(), source=source,
+                         created=fields.pop("created", None) or time.time(), **fields)
+
+    def meta_dict(self) -> dict[str, Any]:
+        return {k: _thaw(v) for k, v in self.meta}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "source": self.source, "parents": list(self.parents), "island": self.island,
+                "generation": self.generation, "operator": self.operator, "model": self.model,
+                "created": self.created, "meta": self.meta_dict()}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "Candidate":
+        d = dict(d)
+        d["parents"] = tuple(d.get("parents", ()))
+        d["meta"] = d.get("meta") or {}
+        return Candidate(**d)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the population needs to know of a verdict: fitness (0 unless correct), correctness, whether it
+    compiled (incorrect but compiled candidates are parents for repair), and feedback for the next prompt."""
+    fitness: float
+    correct: bool
+    compiled: bool = True
+    feedback: str = ""
+
+    def __post_init__(self):
+        if not self.correct or not math.isfinite(self.fitness) or self.fitness < 0:
+            object.__setattr__(self, "fitness", 0.0)
+
+
+@dataclass(frozen=True)
+class Member:
+    """A scored candidate as the population holds it."""
+    candidate: Candidate
+    outcome: Outcome
+    family: str
+    order: int                      # 0, 1, 2 ... in order of addition (ties go to the earlier)
+
+    @property
+    def fitness(self) -> float:
+        return self.outcome.fitness
+
+
+# ---------------------------------------------------------------- duplicates
+_LEX = re.compile(r"""
+      (?P<ws>[ \t\f\v\r]+)
+    | (?P<nl>\n)
+    | (?P<lc>//[^\n]*)
+    | (?P<bc>/\*.*?(?:\*/|\Z))
+    | (?P<raw>(?:u8|u|U|L)?R"(?P<d>[^()\\\s"]{0,16})\(.*?\)(?P=d)")
+    | (?P<str>(?:u8|u|U|L)?"(?:\\.|[^"\\\n])*"?)
+    | (?P<chr>(?:u8|u|U|L)?'(?:\\.|[^'\\\n])*'?)
+    | (?P<num>\.?\d(?:[eEpP][+-]|'\w|[\w.])*)
+    | (?P<id>[A-Za-z_]\w*)
+    | (?P<op>.)
+""", re.S | re.X)
+# two punctuators that become one token when written together: whitespace between them is kept
+_JOINS = frozenset("++ -- += -= *= /= %= &= |= ^= << >> <= >= == != && || -> :: ## .. .* /* // */".split())
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _tokens(src: str) -> list[list[tuple[str, bool]]]:
+    """Lines of (token, whitespace-before) after C's phases 1-3: line splices joined, comments → space."""
+    src = src.replace("\r\n", "\n").replace("\\\n", "")
+    lines: list[list[tuple[str, bool]]] = [[]]
+    space = False
+    for m in _LEX.finditer(src):
+        kind = m.lastgroup
+        if kind == "nl":
+            lines.append([])
+            space = False
+        elif kind in ("ws", "lc", "bc"):
+            space = True
+        else:
+            lines[-1].append((m.group(kind), space))
+            space = False
+    return [line for line in lines if line]
+
+
+def _join(tokens: list[tuple[str, bool]]) -> str:
+    out = [tokens[0][0]]
+    for (prev, _), (tok, space) in zip(tokens, tokens[1:]):
+        if space and ((_is_word(prev[-1]) and _is_word(tok[0])) or prev[-1] + tok[0] in _JOINS):
+            out.append(" ")
+        out.append(tok)
+    return "".join(out)
+
+
+def normalize_source(src: str) -> str:
+    """The source without comments and without whitespace that does not separate tokens.
+
+    Preprocessor directives stay on their own lines (a newline ends a `#define`); every other line is joined
+    into one. `#define F (x)` (object-like) and `#define F(x)` (function-like) stay distinct. String and
+    character literals are kept byte for byte."""
+    out: list[str] = []
+    code: list[tuple[str, bool]] = []
+    for line in _tokens(src):
+        if line[0][0] != "#":
+            code.extend([(line[0][0], True)] + line[1:] if code else line)
+            continue
+        if code:
+            out.append(_join(code))
+            code = []
+        text = _join(line)
+        if len(line) > 3 and line[1][0] == "define" and line[3][0] == "(" and line[3][1]:
+            text = _join(line[:3]) + " " + _join(line[3:])
+        out.append(text)
+    if code:
+        out.append(_join(code))
+    return "\n".join(out)
+
+
+def source_hash(src: str) -> str:
+    """sha256 (hex) of the normalised source: the duplicate key."""
+    return hashlib.sha256(normalize_source(src).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- configuration
+@dataclass(frozen=True)
+class PopulationConfig:
+    """How the population is shaped.
+
+    islands:            independent sub-populations (≥ 1); migration connects them in a ring.
+    archive_size:       the elite archive's capacity (≥ 1): inspirations are drawn from it.
+    per_family:         at most this many archive members per family (≥ 1): keeps the archive diverse.
+    migration_interval: copy each island's best to the next island after this many additions (≥ 1).
+    tournament:         parent selection samples this many island members and keeps the best (≥ 1).
+    usage_penalty:      a member's fitness is divided by (1 + usage_penalty × uses) in the tournament, uses
+                        = children added + selections whose child has not arrived (≥ 0; 0 = pure fitness).
+    founders:           operators whose candidates found a new family instead of joining their parent's.
+    """
+    islands: int = 2
+    archive_size: int = 16
+    per_family: int = 4
+    migration_interval: int = 20
+    tournament: int = 3
+    usage_penalty: float = 0.5
+    founders: tuple[str, ...] = ("seed", "translate", "meta")
+
+    def __post_init__(self):
+        for name in ("islands", "archive_size", "per_family", "migration_interval", "tournament"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"PopulationConfig.{name} must be an integer ≥ 1, got {value!r}")
+        if not isinstance(self.usage_penalty, (int, float)) or self.usage_penalty < 0:
+            raise ValueError(f"PopulationConfig.usage_penalty must be a number ≥ 0, got {self.usage_penalty!r}")
+        object.__setattr__(self, "founders", tuple(self.founders))
+
+
+# ---------------------------------------------------------------- the population
+class Population:
+    """Islands of scored candidates, an elite archive, and the set of sources seen or in flight."""
+
+    def __init__(self, config: PopulationConfig | None = None):
+        self.config = config or PopulationConfig()
+        self._members: dict[str, Member] = {}
+        self._islands: list[list[str]] = [[] for _ in range(self.config.islands)]
+        self._ranked: list[Member] = []            # correct members, fittest first
+        self._archive: list[Member] = []
+        self._hashes: set[str] = set()             # sources scored
+        self._pending: set[str] = set()            # sources in flight
+        self._children: dict[str, int] = {}
+        self._selected: dict[str, int] = {}        # selections whose child has not arrived
+        self._since_migration = 0
+        self.migrations = 0
+
+    @classmethod
+    def restore(cls, config: PopulationConfig | None, records: Iterable[tuple[Candidate, Outcome]]) -> "Population":
+        """The population that adding `records` one by one, in order, gives (the resume path)."""
+        pop = cls(config)
+        for candidate, outcome in records:
+            pop.add(candidate, outcome)
+        return pop
+
+    # ---- duplicates
+    def seen(self, source: str) -> bool:
+        """True when this source (up to comments and whitespace) was scored or is in flight."""
+        h = source_hash(source)
+        return h in self._hashes or h in self._pending
+
+    def reserve(self, source: str) -> bool:
+        """Marks the source in flight; False (and nothing marked) when it was already seen."""
+        if self.seen(source):
+            return False
+        self._pending.add(source_hash(source))
+        return True
+
+    def release(self, source: str) -> None:
+        """Forgets an in-flight source that will never be added (so that it may be tried again)."""
+        self._pending.discard(source_hash(source))
+
+    # ---- adding
+    def add(self, candidate: Candidate, outcome: Outcome) -> Member:
+        """Records a verdict (correct or not: failures are members too, for repair and statistics)."""
+        if candidate.id in self._members:
+            raise ValueError(f"candidate {candidate.id} was already added")
+        if not 0 <= candidate.island < self.config.islands:
+            raise ValueError(f"candidate {candidate.id}: island {candidate.island} not in 0..{self.config.islands - 1}")
+        member = Member(candidate, outcome, self._family(candidate), len(self._members))
+        self._members[candidate.id] = member
+        self._islands[candidate.island].append(candidate.id)
+        h = source_hash(candidate.source)
+        self._pending.discard(h)
+        self._hashes.add(h)
+        for p in candidate.parents:
+            self._children[p] = self._children.get(p, 0) + 1
+        if candidate.parents and self._selected.get(candidate.parents[0], 0) > 0:
+            self._selected[candidate.parents[0]] -= 1
+        if outcome.correct:
+            bisect.insort(self._ranked, member, key=lambda m: (-m.fitness, m.order))
+            self._rebuild_archive()
+        self._since_migration += 1
+        if self._since_migration >= self.config.migration_interval:
+            self.migrate()
+        return member
+
+    def _family(self, c: Candidate) -> str:
+        if c.operator in self.config.founders or not c.parents or c.parents[0] not in self._members:
+            return c.id
+        return self._members[c.parents[0]].family
+
+    def _rebuild_archive(self) -> None:
+        archive, per = [], {}
+        for m in self._ranked:
+            if per.get(m.family, 0) < self.config.per_family:
+                archive.append(m)
+                per[m.family] = per.get(m.family, 0) + 1
+                if len(archive) == self.config.archive_size:
+                    break
+        self._archive = archive
+
+    def migrate(self) -> list[tuple[str, int]]:
+        """Copies each island's best correct member to the next island (ring); returns (id, to island).
+        Called by `add` every `migration_interval` additions; deterministic, so it needs no rng."""
+        self._since_migration = 0
+        n = len(self._islands)
+        if n < 2:
+            return []
+        bests = [self._best_of(self._islands[i]) for i in range(n)]
+        moved = []
+        for i, best in enumerate(bests):
+            dest = self._islands[(i + 1) % n]
+            if best is not None and best.candidate.id not in dest:
+                dest.append(best.candidate.id)
+                moved.append((best.candidate.id, (i + 1) % n))
+        self.migrations += 1
+        return moved
+
+    def _best_of(self, ids: Iterable[str]) -> Member | None:
+        correct = [self._members[i] for i in ids if self._members[i].outcome.correct]
+        return min(correct, key=lambda m: (-m.fitness, m.order), default=None)
+
+    # ---- choosing
+    def select_parent(self, island: int, rng: Random) -> Candidate | None:
+        """A tournament among the island's correct members, fitness discounted by how often each was used.
+
+        Falls back, when the island has no correct member, to the correct members of every island (at the
+        start, seeds), then to compiled ones (parents for repair), then to any; None when there is none."""
+        if not 0 <= island < len(self._islands):
+            raise ValueError(f"island {island} not in 0..{len(self._islands) - 1}")
+        here = [self._members[i] for i in self._islands[island]]
+        everywhere = list(self._members.values())
+        pool = ([m for m in here if m.outcome.correct] or [m for m in everywhere if m.outcome.correct]
+                or [m for m in here if m.outcome.compiled] or [m for m in everywhere if m.outcome.compiled]
+                or everywhere)
+        if not pool:
+            return None
+        entrants = rng.sample(pool, min(self.config.tournament, len(pool)))
+        winner = max(entrants, key=lambda m: (m.fitness / (1 + self.config.usage_penalty * self.uses(m)),
+                                              -self.uses(m)))
+        cid = winner.candidate.id
+        self._selected[cid] = self._selected.get(cid, 0) + 1
+        return winner.candidate
+
+    def uses(self, member: Member | str) -> int:
+        cid = member if isinstance(member, str) else member.candidate.id
+        return self._children.get(cid, 0) + self._selected.get(cid, 0)
+
+    def inspirations(self, island: int, k: int, rng: Random, exclude: Iterable[str] = ()) -> list[Candidate]:
+        """Up to k archive members, fittest first: this island's before others, one per family before a
+        second of any family; `exclude` (ids, e.g. the parent) never appears."""
+        excluded = set(exclude)
+        pool = [m for m in self._archive if m.candidate.id not in excluded]
+        on_island = set(self._islands[island])
+        chosen: list[Member] = []
+        for group in ([m for m in pool if m.candidate.id in on_island],
+                      [m for m in pool if m.candidate.id not in on_island]):
+            group = rng.sample(group, len(group))
+            families = {m.family for m in chosen}
+            firsts = []
+            for m in group:
+                if m.family not in families:
+                    firsts.append(m)
+                    families.add(m.family)
+            first_ids = {m.candidate.id for m in firsts}
+            rest = [m for m in group if m.candidate.id not in first_ids]
+            chosen.extend((firsts + rest)[: k - len(chosen)])
+        chosen.sort(key=lambda m: (-m.fitness, m.order))
+        return [m.candidate for m in chosen]
+
+    # ---- reading
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __contains__(self, cid: str) -> bool:
+        return cid in self._members
+
+    def get(self, cid: str) -> Member:
+        return self._members[cid]
+
+    def island(self, i: int) -> list[Member]:
+        return [self._members[cid] for cid in self._islands[i]]
+
+    @property
+    def archive(self) -> list[Member]:
+        return list(self._archive)
+
+    def best(self) -> Member | None:
+        """The fittest correct member (the earliest among equals); None before any correct one."""
+        return self._ranked[0] if self._ranked else None
+
+    def stats(self) -> dict[str, Any]:
+        """Numbers for the log: totals, per island, archive, in flight."""
+        best = self.best()
+        islands = []
+        for i, ids in enumerate(self._islands):
+            ms = [self._members[c] for c in ids]
+            b = self._best_of(ids)
+            islands.append({"island": i, "members": len(ms), "correct": sum(m.outcome.correct for m in ms),
+                            "best_fitness": b.fitness if b else 0.0})
+        n = len(self._members)
+        return {"candidates": n, "correct": len(self._ranked),
+                "correct_frac": len(self._ranked) / n if n else 0.0,
+                "best_fitness": best.fitness if best else 0.0, "best_id": best.candidate.id if best else None,
+                "archive": len(self._archive), "families": len({m.family for m in self._members.values()}),
+                "pending": len(self._pending), "migrations": self.migrations, "islands": islands}

@@ -1,0 +1,246 @@
+"""The worker: the only process in which a candidate's code runs.
+
+Started by `kevolve.harness` as `python -m kevolve.worker` with an environment holding no secrets. It speaks
+JSON lines on a private pipe (the candidate's own prints go to stderr), and it never sees a reference output:
+it draws the inputs itself (from the task's seeded generators), calls the kernel, and hands back the outputs
+through files plus a digest of its inputs before and after the call. The evaluator compares.
+
+Commands: `init` (import torch, load task and library), `check` (one correctness call), `time` (kernel and
+torch baselines interleaved), `exit`. Every answer is one JSON object; an exception becomes `{"error": ...}`.
+A crash or hang kills only this process; the evaluator turns it into a verdict.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+
+def digest(t) -> int:
+    """An exact 63-bit fingerprint of a tensor's bytes (same on every process of the same device type)."""
+    import torch
+    flat = t.detach().reshape(-1)
+    words = flat.view(torch.int32) if flat.element_size() % 4 == 0 else flat.to(torch.int32)
+    total, chunk = 0, 1 << 24
+    for start in range(0, words.numel(), chunk):
+        w = words[start:start + chunk].to(torch.int64)
+        idx = torch.arange(start, start + w.numel(), device=w.device, dtype=torch.int64)
+        total = (total + int((w * (idx % 65521 + 1) + idx).sum().item())) % (1 << 61)
+    return total
+
+
+class Worker:
+    def __init__(self):
+        self.task = self.kernel = None
+        self.buffers: dict[int, list[dict]] = {}     # config index -> buffer sets allocated for it
+        self.compiled = {}
+
+    # ------------------------------------------------------------------ commands
+    def init(self, task_dir: str, lib: str, abi: str, target: str, module: str | None, exchange: str,
+             threads: int | None = None) -> dict:
+        import torch
+        from kevolve.task import load_task
+        from kevolve.abi import CKernel, TorchKernel
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        if threads:
+            torch.set_num_threads(threads)
+        self.target, self.abi, self.exchange = target, abi, Path(exchange)
+        self.device = "cuda" if target == "cuda" else "cpu"
+        self.task = load_task(task_dir)
+        if target == "cuda":
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
+        if abi == "c":
+            self.kernel = CKernel(lib, self.task, target)
+        else:
+            spec = importlib.util.spec_from_file_location(module, lib)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            self.kernel = TorchKernel(mod, self.task)
+        name = torch.cuda.get_device_name() if target == "cuda" else _cpu_name()
+        return {"device": name, "bandwidth_gbs": self._bandwidth()}
+
+    def check(self, config: int, variant: int, new_buffers: bool) -> dict:
+        """One correctness call: NaN-poisoned outputs and workspace, inputs digested before and after."""
+        import torch
+        task, cfg = self.task, self.task_configs[config]
+        sizes = cfg.size_dict
+        sets = self.buffers.setdefault(config, [])
+        if new_buffers or not sets:
+            sets.append(self._allocate(sizes))      # earlier sets stay alive: the new one has new addresses
+        buf = sets[-1]
+        fresh = task.make_inputs(cfg, self.device, variant)
+        for name, t in fresh.items():
+            buf["inputs"][name].copy_(t)
+        for t in list(buf["outputs"].values()) + [buf["workspace"]]:
+            _poison(t)
+        before = {n: digest(t) for n, t in buf["inputs"].items()}
+        self._sync()
+        start = time.perf_counter()
+        with _fill_uninitialized(self.abi == "torch"):
+            rc = self.kernel(buf["inputs"], buf["outputs"], sizes, buf["workspace"], self._stream())
+        self._sync()
+        seconds = time.perf_counter() - start
+        after = {n: digest(t) for n, t in buf["inputs"].items()}
+        files = {}
+        for name, t in buf["outputs"].items():
+            path = self.exchange / f"{config}.{variant}.{name}.bin"
+            t.detach().to("cpu").contiguous().numpy().tofile(path)
+            files[name] = str(path)
+        return {"rc": int(rc), "before": before, "after": after, "outputs": files, "seconds": seconds,
+                "pointers": {n: t.data_ptr() for n, t in buf["inputs"].items()}}
+
+    def prepare(self, config: int, baselines: list[str]) -> dict:
+        """Compiles the torch.compile baseline for this configuration's shape (slow once, cached after)."""
+        cfg = self.task_configs[config]
+        probe = self._allocate(cfg.size_dict)
+        for name, t in self.task.make_inputs(cfg, self.device, 99).items():
+            probe["inputs"][name].copy_(t)
+        notes: dict = {}
+        for which in baselines:
+            self._baseline(which, cfg.size_dict, [probe["inputs"][s.name] for s in self.task.inputs], notes)
+        self._sync()
+        return {"notes": notes}
+
+    def time(self, config: int, reps: int, budget_s: float, baselines: list[str], rotate: int) -> dict:
+        """Times the kernel and the baselines interleaved on the same rotating inputs; samples in ms."""
+        from kevolve import timing
+        task, cfg = self.task, self.task_configs[config]
+        sizes = cfg.size_dict
+        sets = [self._allocate(sizes) for _ in range(rotate)]
+        for k, buf in enumerate(sets):
+            for name, t in task.make_inputs(cfg, self.device, 100 + k).items():
+                buf["inputs"][name].copy_(t)
+        stream = self._stream()
+        args = lambda k: [sets[k]["inputs"][s.name] for s in task.inputs]  # noqa: E731
+        fns = {"kernel": lambda k: self._timed_kernel(sets[k], sizes, stream)}
+        notes = {}
+        for which in baselines:
+            fn = self._baseline(which, sizes, args(0), notes)
+            if fn is not None:
+                fns[which] = (lambda f: lambda k: f(*args(k)))(fn)
+        samples = timing.interleaved(fns, self.device, reps=reps, budget_s=budget_s, rotate=rotate)
+        return {"samples": samples, "notes": notes}
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def task_configs(self):
+        return self._configs
+
+    def set_configs(self, shapes: str) -> dict:
+        self._configs = self.task.configs(shapes)
+        return {"n": len(self._configs)}
+
+    def _allocate(self, sizes: dict) -> dict:
+        import torch
+        t = self.task
+        mk = lambda s: torch.empty(t.shape(s, sizes), dtype=getattr(torch, s.dtype), device=self.device)  # noqa: E731
+        return {"inputs": {s.name: mk(s) for s in t.inputs}, "outputs": {s.name: mk(s) for s in t.outputs},
+                "workspace": torch.empty(t.workspace(sizes), dtype=torch.uint8, device=self.device)}
+
+    def _timed_kernel(self, buf: dict, sizes: dict, stream) -> None:
+        outputs = buf["outputs"] if self.abi == "c" else None
+        rc = self.kernel(buf["inputs"], outputs, sizes, buf["workspace"], stream)
+        if rc != 0:
+            raise RuntimeError(f"kernel returned {rc} while being timed")
+
+    def _baseline(self, which: str, sizes: dict, probe_args: list, notes: dict):
+        """torch eager, or torch.compile compiled once per shape (a failure to compile is noted, not fatal)."""
+        import torch
+        task, scalars = self.task, self.task.scalar_values()
+        fn = lambda *ins: task.baseline(*ins, **sizes, **scalars)  # noqa: E731
+        if which == "eager":
+            return fn
+        key = tuple(sorted(sizes.items()))
+        if key not in self.compiled:
+            try:
+                import torch._dynamo
+                torch._dynamo.config.cache_size_limit = 64
+                compiled = torch.compile(fn, dynamic=False)
+                compiled(*probe_args)
+                self.compiled[key] = compiled
+            except Exception as e:
+                notes[which] = f"torch.compile failed: {type(e).__name__}: {str(e)[:300]}"
+                self.compiled[key] = None
+        return self.compiled[key]
+
+    def _stream(self):
+        import torch
+        return torch.cuda.current_stream().cuda_stream if self.target == "cuda" else None
+
+    def _sync(self):
+        import torch
+        if self.target == "cuda":
+            torch.cuda.synchronize()
+
+    def _bandwidth(self) -> float:
+        from kevolve import timing
+        return timing.copy_bandwidth(self.device)
+
+
+def _poison(t) -> None:
+    import torch
+    if t.dtype.is_floating_point:
+        t.fill_(float("nan"))
+    elif t.dtype == torch.uint8:
+        t.fill_(0xFF)                       # workspace: all-ones bytes, NaN as float32
+    else:
+        t.fill_(-(2**31) + 7)
+
+
+class _fill_uninitialized:
+    """Torch ABI: makes torch::empty hand out NaN-filled memory during the candidate's call."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __enter__(self):
+        if self.on:
+            import torch
+            self.prev = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+                         torch.utils.deterministic.fill_uninitialized_memory)
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.utils.deterministic.fill_uninitialized_memory = True
+
+    def __exit__(self, *exc):
+        if self.on:
+            import torch
+            torch.use_deterministic_algorithms(self.prev[0], warn_only=self.prev[1])
+            torch.utils.deterministic.fill_uninitialized_memory = self.prev[2]
+
+
+def _cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip() + f" ({os.cpu_count()} cores)"
+    except OSError:
+        pass
+    return "cpu"
+
+
+def main() -> None:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)   # the protocol pipe
+    os.dup2(2, 1)                                    # the candidate's printf goes to stderr
+    worker = Worker()
+    for line in sys.stdin:
+        msg = json.loads(line)
+        cmd = msg.pop("cmd")
+        if cmd == "exit":
+            break
+        try:
+            reply = getattr(worker, cmd)(**msg)
+        except Exception as e:
+            reply = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
+        proto.write(json.dumps(reply) + "\n")
+    proto.close()
+
+
+if __name__ == "__main__":
+    main()
