@@ -62,7 +62,7 @@ def _choices(text: str, where: str) -> tuple[str, ...]:
     if r:
         start, stop, op, step = int(r[1]), int(r[2]), r[3], int(r[4])
         if start > stop or step < 1 or (op == "*" and (step < 2 or start < 1)):
-            raise ValueError(f"{where}: {text} must go up from start to stop (+step ≥ 1, or *factor ≥ 2 from ≥ 1)")
+            raise ValueError(f"{where}: {text} must rise from start to stop (+step ≥ 1, or *factor ≥ 2 from ≥ 1)")
         values = []
         v = start
         while v <= stop:

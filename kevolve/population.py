@@ -31,7 +31,7 @@ import math
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from random import Random
 from typing import Any, Iterable, Mapping
 
@@ -212,7 +212,8 @@ class PopulationConfig:
     archive_size:       the elite archive's capacity (≥ 1): inspirations are drawn from it.
     per_family:         at most this many archive members per family (≥ 1): keeps the archive diverse.
     migration_interval: copy each island's best to the next island after this many additions (≥ 1).
-    tournament:         parent selection samples this many island members and keeps the best (≥ 1).
+    tournament:         parent selection draws this many island members (with replacement) and keeps the best
+                        (≥ 1): larger is greedier; 1 is uniform.
     usage_penalty:      a member's fitness is divided by (1 + usage_penalty × uses) in the tournament, uses
                         = children added + selections whose child has not arrived (≥ 0; 0 = pure fitness).
     founders:           operators whose candidates found a new family instead of joining their parent's.
@@ -353,7 +354,7 @@ class Population:
                 or everywhere)
         if not pool:
             return None
-        entrants = rng.sample(pool, min(self.config.tournament, len(pool)))
+        entrants = rng.choices(pool, k=self.config.tournament)     # with replacement: anyone may win
         winner = max(entrants, key=lambda m: (m.fitness / (1 + self.config.usage_penalty * self.uses(m)),
                                               -self.uses(m)))
         cid = winner.candidate.id

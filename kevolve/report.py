@@ -1,0 +1,58 @@
+"""Tables for people: one row per configuration, numbers in the units a kernel engineer reads.
+
+Pure formatting of `Evaluation`s; nothing here measures or decides.
+"""
+from __future__ import annotations
+
+from kevolve.results import Evaluation, Measurement
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x * 1e3:.1f}us" if x < 1 else f"{x:.3f}ms"
+
+
+def _x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def config_rows(ev: Evaluation, label: str = "kernel") -> tuple[list[str], list[list[str]]]:
+    header = ["configuration", "eager", "compile", label, "vs eager", "vs compile", "floor", "of floor", "max err/tol"]
+    rows = []
+    for m in ev.measurements:
+        if m.kernel is None and m.correct:
+            continue                          # seeds beyond the first are checked, not timed
+        rows.append([m.config.rsplit("/s", 1)[0] + (" (held out)" if m.heldout else ""),
+                     _ms(m.eager and m.eager.median), _ms(m.compile and m.compile.median),
+                     _ms(m.kernel and m.kernel.median) if m.correct else "FAIL",
+                     _x(m.speedup("eager")), _x(m.speedup("compile")), _ms(m.floor_ms), _pct(m.floor_fraction),
+                     f"{m.max_rel_err:.3f}" if m.max_rel_err != float("inf") else "inf"])
+    return header, rows
+
+
+def evaluation_report(ev: Evaluation) -> str:
+    header, rows = config_rows(ev)
+    lines = [f"{ev.task} on {ev.device or ev.target} ({ev.shapes} shapes, abi={ev.abi})"]
+    if rows:
+        lines.append(table(rows, header))
+    notes = sorted({m.failure for m in ev.measurements if m.correct and m.failure})
+    lines += [f"note: {n}" for n in notes]
+    if ev.correct:
+        lines.append(f"correct on all {len(ev.measurements)} configurations; speedup {_x(ev.speedup)} over the faster "
+                     f"torch baseline (eager {_x(ev.speedup_eager)}, compile {_x(ev.speedup_compile)}), "
+                     f"{_pct(ev.floor_fraction)} of the memory floor"
+                     + (f" (copy bandwidth {ev.bandwidth_gbs:.0f} GB/s)" if ev.bandwidth_gbs else ""))
+    else:
+        lines.append(f"REJECTED at {ev.stage}: {ev.failure}")
+    return "\n".join(lines)

@@ -1,0 +1,355 @@
+"""The run's record: one SQLite database, `<run_dir>/kevolve.db`, holding every candidate and its verdicts.
+
+Tables: `run` (key → JSON value: task, target, config, started, schema, version), `candidates` (one row per
+candidate: source, lineage, status, verdict/build/evaluation JSON, fitness, cost, per-stage seconds),
+`measurements` (one row per candidate × configuration, for plain SQL), `events` (time, kind, JSON payload).
+
+A candidate's status moves  pending → verified → built → evaluated, or stops at rejected | build_failed |
+failed (an outcome outside the evaluation: an actor died, a timeout). `evaluated` means an Evaluation came
+back, correct or not. The four stopping states are terminal; `unfinished()` lists the others, which a
+resumed run queues again. `finished()` lists the terminal ones in the order they finished, as
+`(candidate, outcome)` pairs ready for `Population.restore`.
+
+Guarantees: each write is one short transaction, committed before the call returns. The database is in WAL
+mode with synchronous=NORMAL: killing the writing process at any moment (SIGKILL included) loses no
+committed row and corrupts nothing; a power cut or an OS crash may lose the last few commits, not the file.
+Secrets never enter `run`: keys that name one (api_key, token, password, secret, credential…) at any depth
+of the meta are written as "***".
+Not guaranteed: concurrent writers. The driver is the only writer (one connection, in its process);
+other processes may read (`Store.open(run_dir, readonly=True)`) while it writes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from kevolve.population import Candidate, Outcome, source_hash
+from kevolve.results import Evaluation
+
+DB_NAME = "kevolve.db"
+SCHEMA_VERSION = 1
+STATUSES = ("pending", "verified", "built", "rejected", "build_failed", "evaluated", "failed")
+TERMINAL = ("rejected", "build_failed", "evaluated", "failed")
+_SECRET_KEY = re.compile(r"api[_-]?key|passw(or)?d|secret|credential|private[_-]?key|token$", re.I)
+
+_SCHEMA = """
+CREATE TABLE run (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE candidates (
+    id TEXT PRIMARY KEY, parents TEXT NOT NULL, island INTEGER NOT NULL, generation INTEGER NOT NULL,
+    operator TEXT NOT NULL, model TEXT, source TEXT NOT NULL, source_hash TEXT NOT NULL,
+    created REAL NOT NULL, meta TEXT NOT NULL, status TEXT NOT NULL,
+    verdict TEXT, build TEXT, evaluation TEXT, fitness REAL, correct INTEGER, compiled INTEGER,
+    feedback TEXT, cost_usd REAL NOT NULL DEFAULT 0, timings TEXT NOT NULL DEFAULT '{}',
+    done_seq INTEGER, updated REAL NOT NULL);
+CREATE INDEX candidates_status ON candidates (status);
+CREATE INDEX candidates_hash ON candidates (source_hash);
+CREATE TABLE measurements (
+    candidate_id TEXT NOT NULL REFERENCES candidates (id), config TEXT NOT NULL, shape TEXT, init TEXT,
+    heldout INTEGER, correct INTEGER, kernel_ms REAL, eager_ms REAL, compile_ms REAL, floor_ms REAL,
+    max_rel_err REAL, failure TEXT);
+CREATE INDEX measurements_candidate ON measurements (candidate_id);
+CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, kind TEXT NOT NULL,
+                     payload TEXT NOT NULL);
+"""
+
+
+class StoreError(RuntimeError):
+    """A run directory without a database, or with one this version of kevolve cannot read."""
+
+
+def redact(value: Any) -> Any:
+    """A copy of JSON-like data with the value of every key that names a secret replaced by "***"."""
+    if isinstance(value, Mapping):
+        return {k: "***" if _SECRET_KEY.search(str(k)) else redact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    return json.dumps(value, default=str)
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+@dataclass(frozen=True)
+class Record:
+    """One row of `candidates`, decoded. `evaluation` is the Evaluation's JSON text (`Evaluation.from_json`)."""
+    candidate: Candidate
+    status: str
+    source_hash: str
+    fitness: float | None
+    correct: bool | None
+    compiled: bool | None
+    feedback: str | None
+    verdict: Any
+    build: Any
+    evaluation: str | None
+    cost_usd: float
+    timings: dict[str, float]
+    updated: float
+
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome(self.fitness or 0.0, bool(self.correct), bool(self.compiled), self.feedback or "")
+
+
+_COLUMNS = ("id, parents, island, generation, operator, model, source, created, meta, status, source_hash, "
+            "fitness, correct, compiled, feedback, verdict, build, evaluation, cost_usd, timings, updated")
+
+
+def _record(row: tuple) -> Record:
+    (cid, parents, island, generation, operator, model, source, created, meta, status, source_hash,
+     fitness, correct, compiled, feedback, verdict, build, evaluation, cost, timings, updated) = row
+    candidate = Candidate(id=cid, source=source, parents=tuple(json.loads(parents)), island=island,
+                          generation=generation, operator=operator, model=model, created=created,
+                          meta=json.loads(meta))
+    return Record(candidate, status, source_hash, fitness, None if correct is None else bool(correct),
+                  None if compiled is None else bool(compiled), feedback, _loads(verdict), _loads(build),
+                  evaluation, cost, json.loads(timings), updated)
+
+
+class Store:
+    """The run's database. Build one with `Store.create` (new run) or `Store.open` (resume, or read)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self._conn = conn
+        self.path = path
+
+    # ---- opening
+    @staticmethod
+    def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+        uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
+        conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+        if not readonly:
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    @classmethod
+    def create(cls, run_dir: str | Path, meta: Mapping[str, Any]) -> "Store":
+        """A new database in run_dir (created if needed) holding the run's meta, secrets redacted."""
+        path = Path(run_dir) / DB_NAME
+        if path.exists():
+            raise StoreError(f"{path} already exists: resume that run with Store.open, or choose a new run dir")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store = cls(cls._connect(path), path)
+        store._conn.executescript(f"BEGIN; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+        store.set_meta({"started": time.time(), "schema": SCHEMA_VERSION, "version": _version(), **meta})
+        return store
+
+    @classmethod
+    def open(cls, run_dir: str | Path, readonly: bool = False) -> "Store":
+        """The database of an existing run; StoreError when missing or of another schema version."""
+        path = Path(run_dir) / DB_NAME
+        if not path.exists():
+            raise StoreError(f"no {DB_NAME} in {run_dir}: nothing to resume there (start a new run instead)")
+        try:
+            conn = cls._connect(path, readonly)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{path} is not a readable kevolve database ({e})") from None
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise StoreError(f"{path} has schema version {version}, this kevolve reads version {SCHEMA_VERSION}:"
+                             f" use the kevolve version that wrote it, or start a new run")
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _tx(self):
+        return _Transaction(self._conn)
+
+    # ---- run meta and events
+    def set_meta(self, meta: Mapping[str, Any]) -> None:
+        with self._tx() as c:
+            c.executemany("INSERT OR REPLACE INTO run (key, value) VALUES (?, ?)",
+                          [(k, json.dumps(v, default=str)) for k, v in redact(meta).items()])
+
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM run")}
+
+    def log_event(self, kind: str, payload: Mapping[str, Any] | None = None) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO events (time, kind, payload) VALUES (?, ?, ?)",
+                      (time.time(), kind, json.dumps(redact(payload or {}), default=str)))
+
+    def events(self, kind: str | None = None) -> list[tuple[float, str, Any]]:
+        rows = self._conn.execute("SELECT time, kind, payload FROM events WHERE ? IS NULL OR kind = ? ORDER BY seq",
+                                  (kind, kind))
+        return [(t, k, json.loads(p)) for t, k, p in rows]
+
+    # ---- writing candidates
+    def add_candidate(self, c: Candidate, *, status: str = "pending", cost_usd: float = 0.0,
+                      timings: Mapping[str, float] | None = None) -> None:
+        """Records a new candidate (its mutation cost and seconds, if known)."""
+        _check_status(status)
+        d = c.to_dict()
+        with self._tx() as tx:
+            tx.execute("INSERT INTO candidates (id, parents, island, generation, operator, model, source, source_hash,"
+                       " created, meta, status, cost_usd, timings, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       (c.id, json.dumps(d["parents"]), c.island, c.generation, c.operator, c.model, c.source,
+                        source_hash(c.source), c.created, json.dumps(d["meta"]), status, float(cost_usd),
+                        json.dumps(dict(timings or {})), time.time()))
+            if status in TERMINAL:
+                self._finish(tx, c.id)
+
+    def set_stage(self, cid: str, status: str, *, verdict: Any = None, build: Any = None,
+                  fitness: float | None = None, correct: bool | None = None, compiled: bool | None = None,
+                  feedback: str | None = None, cost_usd: float = 0.0,
+                  timings: Mapping[str, float] | None = None) -> None:
+        """Moves a candidate to `status`, setting the fields given: verdict and build (dataclasses or dicts,
+        stored as JSON), fitness/correct/compiled/feedback; `cost_usd` is added to the candidate's cost,
+        `timings` merged into its per-stage seconds. rejected and build_failed set fitness 0, correct 0."""
+        _check_status(status)
+        fields: dict[str, Any] = {"status": status, "updated": time.time()}
+        if verdict is not None:
+            fields["verdict"] = _json(verdict)
+        if build is not None:
+            fields["build"] = _json(build)
+            ok = build.get("ok") if isinstance(build, Mapping) else getattr(build, "ok", None)
+            if ok is not None and compiled is None:
+                compiled = bool(ok)
+            error = build.get("error") if isinstance(build, Mapping) else getattr(build, "error", None)
+            if error and feedback is None:
+                feedback = str(error)
+        if status in ("rejected", "build_failed"):
+            fitness, correct = 0.0, False
+            compiled = False if compiled is None else compiled
+        for name, value in (("fitness", fitness), ("correct", correct), ("compiled", compiled),
+                            ("feedback", feedback)):
+            if value is not None:
+                fields[name] = int(value) if isinstance(value, bool) else value
+        with self._tx() as tx:
+            self._update(tx, cid, fields, cost_usd, timings)
+            if status in TERMINAL:
+                self._finish(tx, cid)
+
+    def record_evaluation(self, cid: str, evaluation: Evaluation, seconds: float) -> None:
+        """Stores an Evaluation (status evaluated, correct or not) and one `measurements` row per configuration."""
+        fields = {"status": "evaluated", "updated": time.time(), "evaluation": evaluation.to_json(),
+                  "fitness": evaluation.fitness, "correct": int(evaluation.correct),
+                  "compiled": int(evaluation.compiled), "feedback": evaluation.failure}
+        rows = [(cid, m.config, m.shape, m.init, int(m.heldout), int(m.correct), _median(m.kernel),
+                 _median(m.eager), _median(m.compile), m.floor_ms, m.max_rel_err, m.failure)
+                for m in evaluation.measurements]
+        with self._tx() as tx:
+            self._update(tx, cid, fields, 0.0, {"evaluate": seconds})
+            tx.execute("DELETE FROM measurements WHERE candidate_id = ?", (cid,))
+            tx.executemany("INSERT INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            self._finish(tx, cid)
+
+    def _update(self, tx: sqlite3.Connection, cid: str, fields: dict[str, Any], cost_usd: float,
+                timings: Mapping[str, float] | None) -> None:
+        row = tx.execute("SELECT timings FROM candidates WHERE id = ?", (cid,)).fetchone()
+        if row is None:
+            raise KeyError(f"no candidate {cid!r} in {self.path}")
+        if timings:
+            fields["timings"] = json.dumps({**json.loads(row[0]), **timings})
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        tx.execute(f"UPDATE candidates SET {sets}, cost_usd = cost_usd + ? WHERE id = ?",
+                   (*fields.values(), float(cost_usd), cid))
+
+    @staticmethod
+    def _finish(tx: sqlite3.Connection, cid: str) -> None:
+        tx.execute("UPDATE candidates SET done_seq = (SELECT COALESCE(MAX(done_seq), 0) + 1 FROM candidates)"
+                   " WHERE id = ? AND done_seq IS NULL", (cid,))
+
+    # ---- reading
+    def _select(self, where: str = "", params: Iterable[Any] = (), order: str = "rowid",
+                limit: int = -1) -> list[Record]:
+        where = f"WHERE {where}" if where else ""
+        sql = f"SELECT {_COLUMNS} FROM candidates {where} ORDER BY {order} LIMIT {int(limit)}"
+        return [_record(r) for r in self._conn.execute(sql, tuple(params))]
+
+    def get(self, cid: str) -> Record:
+        found = self._select("id = ?", (cid,))
+        if not found:
+            raise KeyError(f"no candidate {cid!r} in {self.path}")
+        return found[0]
+
+    def candidates(self, status: str | None = None) -> list[Record]:
+        """All candidates (or those with `status`) in the order they were added."""
+        return self._select("status = ?", (_check_status(status),)) if status else self._select()
+
+    def evaluated(self) -> list[Record]:
+        """Candidates with an Evaluation, in the order the evaluations came back."""
+        return self._select("status = 'evaluated'", order="done_seq")
+
+    def finished(self) -> list[Record]:
+        """Candidates in a terminal status, in the order they got there: `Population.restore`'s input is
+        `[(r.candidate, r.outcome) for r in store.finished()]`."""
+        return self._select("done_seq IS NOT NULL", order="done_seq")
+
+    def unfinished(self) -> list[Record]:
+        """Candidates still pending, verified or built, in the order they were added: the resume queue."""
+        return self._select("done_seq IS NULL")
+
+    def best(self, n: int = 1) -> list[Record]:
+        """The n fittest correct candidates (earliest first among equals)."""
+        return self._select("correct = 1", order="fitness DESC, done_seq", limit=n)
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._conn.execute("SELECT status, COUNT(*) FROM candidates GROUP BY status"))
+
+    def total_cost(self) -> float:
+        return float(self._conn.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM candidates").fetchone()[0])
+
+    def hashes(self) -> set[str]:
+        return {h for (h,) in self._conn.execute("SELECT source_hash FROM candidates")}
+
+    def integrity(self) -> str:
+        """SQLite's `PRAGMA integrity_check`: "ok" for a sound database."""
+        return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on an exception): one write, all or nothing."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type, *_) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _check_status(status: str | None) -> str | None:
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+    return status
+
+
+def _median(stats) -> float | None:
+    return stats.median if stats is not None else None
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("kevolve")
+    except Exception:           # not installed (run from a checkout)
+        return "unknown"
