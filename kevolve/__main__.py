@@ -1,0 +1,43 @@
+"""`python -m kevolve task=layernorm_bwd [group=option ...] [key=value ...]` — one search; `-m` sweeps.
+
+Hydra composes `conf/config.yaml`; `kevolve.config.from_hydra` checks it against the typed schema (a bad
+value stops here, naming the field); `kevolve.search.run` does the rest. Prints a live progress line on
+stderr, then the summary table, and as the last line of stdout one JSON object.
+Exit status: 0 when a correct kernel was found, 1 when none was, 2 on a configuration error.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+CONF = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+@hydra.main(config_path=CONF, config_name="config", version_base=None)
+def main(cfg: DictConfig) -> int:
+    from hydra.core.hydra_config import HydraConfig
+    from kevolve.config import ConfigError, from_hydra
+    from kevolve.store import StoreError
+    try:
+        config = from_hydra(cfg)
+        run_dir = Path(config.resume or config.run_dir or HydraConfig.get().runtime.output_dir).resolve()
+        from kevolve import search
+        summary = search.run(config, run_dir)
+    except (ConfigError, StoreError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        if HydraConfig.get().mode.name == "RUN":
+            sys.exit(2)
+        raise
+    print(search.summary_text(summary, run_dir))
+    print(json.dumps(summary), flush=True)
+    if HydraConfig.get().mode.name == "RUN" and summary["best"] is None:
+        sys.exit(1)
+    return 0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Ray at the edge: thin actor and task wrappers over the pure core. Nothing here decides anything.
+
+- `Mutator`     — runs an operator (knob mutation here; LLM operators plug in the same way) → a child source.
+- `Verifier`    — the static rules (`kevolve.verify`) → a Verdict.
+- `build_task`  — a Ray task on any CPU: compiles, returns the Build and the library's bytes, so a builder
+                  and an evaluator may sit on different nodes (the bytes travel through the object store).
+- `Evaluator`   — owns one GPU (`num_gpus=1`) on cuda, or a CPU slot on cpu; writes the bytes into its node's
+                  build cache and calls `harness.judge`, which runs the kernel in a fresh worker process.
+The driver (`kevolve.search`) routes all work; actors never call each other.
+"""
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import ray
+
+from kevolve import build as builder
+from kevolve import knobs, verify
+from kevolve.harness import Options, judge
+from kevolve.results import Evaluation
+from kevolve.task import load_task
+
+
+@ray.remote(num_cpus=0)
+class Mutator:
+    """Applies an operator to parent sources. Knob mutation needs no LLM and no network."""
+
+    def mutate(self, operator: str, parent: str, other: str | None, seed: int, changes: int):
+        rng = random.Random(seed)
+        start = time.perf_counter()
+        if operator != "knob":
+            raise ValueError(f"operator {operator!r} needs an LLM; configure llm=... (see README)")
+        source, meta = parent, {}
+        if other is not None:
+            crossed = knobs.crossover(parent, other, rng)
+            if crossed is not None:
+                source, meta["crossover"] = crossed[0], crossed[1]
+        mutated = knobs.mutate(source, rng, n=changes)
+        if mutated is None:
+            return None, meta, time.perf_counter() - start
+        meta["changes"] = mutated[1]
+        return mutated[0], meta, time.perf_counter() - start
+
+
+@ray.remote(num_cpus=0)
+class Verifier:
+    def check(self, source: str, target: str, abi: str):
+        start = time.perf_counter()
+        return verify.check(source, target, abi), time.perf_counter() - start
+
+
+@ray.remote(num_cpus=1, max_retries=0)
+def build_task(source: str, target: str, abi: str, arch: str | None):
+    """Compiles on whichever node runs it; returns (Build, library bytes or None)."""
+    b = builder.build(source, target, abi, arch=arch)
+    data = Path(b.lib_path).read_bytes() if b.ok else None
+    return b, data
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0)
+class Evaluator:
+    """One per GPU (or CPU slot). Each judgement runs in its own worker process; this actor survives it."""
+
+    def __init__(self, task_name: str, options: Options):
+        self.task = load_task(task_name)
+        self.options = options
+
+    def info(self) -> dict:
+        import torch
+        if self.options.target == "cuda" and torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            arch = f"{major}{minor}" + ("a" if major in (9, 10, 12) else "")
+            return {"device": torch.cuda.get_device_name(), "arch": arch, "node": ray.util.get_node_ip_address(),
+                    "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        return {"device": "cpu", "arch": None, "node": ray.util.get_node_ip_address()}
+
+    def evaluate(self, key: str, lib: bytes, module: str | None) -> tuple[Evaluation, float]:
+        start = time.perf_counter()
+        path = builder.cache_root() / key / "kernel.so"
+        if not path.exists():                       # the build ran on another node: install its bytes here
+            tmp = path.parent.with_name(f"{key}.{os.getpid()}.tmp")
+            tmp.mkdir(parents=True, exist_ok=True)
+            (tmp / "kernel.so").write_bytes(lib)
+            try:
+                os.rename(tmp, path.parent)
+            except OSError:
+                (tmp / "kernel.so").unlink(missing_ok=True)
+                tmp.rmdir()
+        ev = judge(self.task, str(path), self.options, module=module)
+        return ev, time.perf_counter() - start
