@@ -20,7 +20,7 @@ class ConfigError(ValueError):
 
 @dataclass
 class TaskConfig:
-    name: str = "layernorm_bwd"          # a folder of tasks/ (python -m kevolve.evaluate lists them)
+    name: str = "layernorm_bwd"          # a folder of tasks/, or the path of a task folder of your own
     shapes: Optional[str] = None         # shape set; None: bench on cuda, small on cpu
 
 
@@ -101,8 +101,10 @@ def validate(c: Config) -> None:
         if not ok:
             raise ConfigError(f"config field {key!r}: got {got!r}; expected {accepts}")
 
+    from pathlib import Path
     from kevolve.task import list_tasks
-    need(c.task.name in list_tasks(), "task.name", c.task.name, f"one of {list_tasks()}")
+    need(c.task.name in list_tasks() or (Path(c.task.name) / "task.yaml").is_file(), "task.name", c.task.name,
+         f"one of {list_tasks()} or the path of a folder holding task.yaml")
     need(c.resources.target in (None, "cpu", "cuda"), "resources.target", c.resources.target, "cpu, cuda or null")
     s = c.search
     for key in ("candidates", "islands", "archive_size", "per_family", "migration_interval", "tournament",

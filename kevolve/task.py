@@ -18,6 +18,7 @@ import importlib.util
 import math
 import operator
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -306,8 +307,10 @@ def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...]) -> 
 def _load_module(path: Path):
     if not path.exists():
         raise TaskError(f"{path.name} is missing")
-    spec = importlib.util.spec_from_file_location(f"kevolve_task_{path.parent.name}", path)
+    name = f"kevolve_task_{path.parent.name}"
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod           # torch.compile imports a function's module by name
     spec.loader.exec_module(mod)
     if not hasattr(mod, "reference"):
         raise TaskError(f"{path.name} defines no `reference` function")
