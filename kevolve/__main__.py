@@ -15,10 +15,13 @@ import hydra
 from omegaconf import DictConfig
 
 CONF = str(Path(__file__).resolve().parent.parent / "conf")
+_started = False          # set once Hydra has composed the config and handed it to us
 
 
 @hydra.main(config_path=CONF, config_name="config", version_base=None)
 def main(cfg: DictConfig) -> int:
+    global _started
+    _started = True
     from hydra.core.hydra_config import HydraConfig
     from kevolve.config import ConfigError, from_hydra
     from kevolve.store import StoreError
@@ -39,5 +42,15 @@ def main(cfg: DictConfig) -> int:
     return 0
 
 
+def cli() -> None:
+    """Hydra reports its own override errors with status 1; they are usage errors, so they exit with 2."""
+    try:
+        main()
+    except SystemExit as e:
+        if e.code == 1 and not _started:
+            sys.exit(2)
+        raise
+
+
 if __name__ == "__main__":
-    main()
+    cli()

@@ -19,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import ray
 
@@ -48,8 +49,11 @@ class Job:
     retries: int = 0
 
 
-def run(cfg: Config, run_dir: Path) -> dict:
-    """Runs (or resumes) a search; returns the summary printed as the last line."""
+def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> dict:
+    """Runs (or resumes) a search; returns the summary printed as the last line.
+
+    `stream` replaces the operators with a fixed sequence of sources (no seeds, no mutation): the same
+    pipeline judges exactly those candidates — what `experiments/bench_throughput.py` measures."""
     task = load_task(cfg.task.name)
     store, resumed = _open_store(cfg, run_dir, task)
     _start_ray(cfg)
@@ -60,7 +64,7 @@ def run(cfg: Config, run_dir: Path) -> dict:
     options = Options(target=target, abi=ABI, shapes=shapes, timeout=cfg.search.timeout_s,
                       baselines=tuple(cfg.search.baselines), reps=cfg.search.reps, budget_s=cfg.search.budget_s,
                       threads=cfg.resources.worker_threads)
-    driver = Driver(cfg, task, store, options, run_dir)
+    driver = Driver(cfg, task, store, options, run_dir, stream)
     try:
         driver.restore(resumed)
         driver.loop()
@@ -110,8 +114,10 @@ def _target(cfg: Config) -> str:
 
 
 class Driver:
-    def __init__(self, cfg: Config, task: Task, store: Store, options: Options, run_dir: Path):
+    def __init__(self, cfg: Config, task: Task, store: Store, options: Options, run_dir: Path,
+                 stream: Iterator[str] | None = None):
         self.cfg, self.task, self.store, self.options, self.run_dir = cfg, task, store, options, run_dir
+        self.stream = stream
         s = cfg.search
         self.population = Population(PopulationConfig(islands=s.islands, archive_size=s.archive_size,
                                                       per_family=s.per_family, migration_interval=s.migration_interval,
@@ -162,6 +168,8 @@ class Driver:
             if best and best[0].evaluation:
                 self.best_evaluation = Evaluation.from_json(best[0].evaluation)
             return
+        if self.stream is not None:
+            return
         for i, path in enumerate(self.task.seed_paths(self.options.target, ABI)):
             c = Candidate.new(path.read_text(), island=i % self.cfg.search.islands, operator="seed",
                               meta={"file": path.name})
@@ -204,6 +212,8 @@ class Driver:
 
     def _propose(self) -> bool:
         """Starts one new candidate through an operator; False when the budget or the ideas ran out."""
+        if self.stream is not None:
+            return self._replay()
         if not self._can_propose() or not self.population.best() and self.finished < self.created:
             return False                         # wait for a first correct parent before mutating
         island = self.rng.randrange(self.cfg.search.islands)
@@ -219,6 +229,17 @@ class Driver:
         ref = self.mutator.mutate.remote(operator, parent.source, other, self.rng.getrandbits(63),
                                          self.cfg.search.knob_changes)
         self.jobs[ref] = Job("mutate", proposal={"parent": parent, "island": island, "operator": operator})
+        return True
+
+    def _replay(self) -> bool:
+        source = next(self.stream, None) if self._can_propose() else None
+        if source is None:
+            return False
+        c = Candidate.new(source, operator="replay", island=self.created % self.cfg.search.islands)
+        self.population.reserve(source)
+        self.store.add_candidate(c)
+        self.created += 1
+        self._submit_verify(Job("verify", c))
         return True
 
     def _advance(self, job: Job, ref) -> None:

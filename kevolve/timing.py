@@ -1,10 +1,11 @@
 """Timing, the same code for a candidate and for torch's baselines (runs inside the worker).
 
 Each timed call, on CUDA: flush the L2 (a memset larger than the cache, enqueued before the start event so
-the launch overhead hides behind it), record the start event, call, synchronise the whole device, record the
-end event. The device-wide synchronisation counts work a kernel hides on another stream or thread; its own
-cost is measured by timing an empty call the same way, and that median is subtracted. On the CPU: flush the
-last-level cache by writing a buffer twice its size, then a monotonic clock around the call.
+the launch overhead hides behind it), record the start event, call, record an end event, synchronise the
+whole device, record a third event. A sample is the larger of the stream time (start→end) and the device
+time (start→third, less the median cost of the synchronisation, measured on an empty call the same way):
+work hidden on another stream or thread is counted, and no kernel is timed faster than its own stream
+shows. On the CPU: flush the last-level cache by writing a buffer twice its size, then a monotonic clock.
 
 Calls are interleaved — kernel, eager, compile, kernel, eager, … with the order rotated every repetition — so
 clock drift and thermal state affect all alike, and inputs rotate among several sets. Warm-up calls come
@@ -50,53 +51,59 @@ def _llc_bytes() -> int:
 
 def interleaved(fns: dict[str, Callable[[int], None]], device: str, reps: int = 100, budget_s: float = 1.0,
                 rotate: int = 1, warmup: int = 3, min_reps: int = 5) -> dict[str, list[float]]:
-    """Times each `fn(k)` (k = input set) interleaved; stops at `reps` or when `budget_s` is spent."""
+    """Times each `fn(k)` (k = input set) interleaved; stops at `reps` or when `budget_s` is spent.
+
+    Each sample is max(stream time, device time - synchronisation cost): the stream time (start and end
+    events around the call on the given stream) is exact for work on that stream, and a lower bound that
+    keeps a tiny kernel from being timed as zero; the device time (end event after a device-wide
+    synchronisation, less that synchronisation's median cost measured on an empty call) catches work
+    hidden on other streams or threads."""
     flush = _flush_buffer(device)
     names = list(fns)
     for _ in range(warmup):
         for n in names:
             fns[n](0)
+    timer = _cuda_timer(flush) if device == "cuda" else _cpu_timer(flush)
     if device == "cuda":
         import torch
         torch.cuda.synchronize()
-        timer = _cuda_timer(flush)
-    else:
-        timer = _cpu_timer(flush)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    null: list[float] = []
+    raw: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    null: list[tuple[float, float]] = []
     start = time.perf_counter()
     for r in range(reps):
         order = names[r % len(names):] + names[:r % len(names)]
         for n in order:
-            samples[n].append(timer(lambda: fns[n](r % rotate)))
+            raw[n].append(timer(lambda: fns[n](r % rotate)))
         null.append(timer(lambda: None))
         if r + 1 >= min_reps and time.perf_counter() - start > budget_s * len(names):
             break
-    overhead = sorted(null)[len(null) // 2]
-    return {n: [max(s - overhead, 1e-6) for s in v] for n, v in samples.items()} | {"_overhead": null}
+    sync_cost = sorted(d for _, d in null)[len(null) // 2]
+    return {n: [max(s, d - sync_cost) for s, d in v] for n, v in raw.items()} | {"_sync": [d for _, d in null]}
 
 
 def _cuda_timer(flush):
     import torch
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start, end, after_sync = (torch.cuda.Event(enable_timing=True) for _ in range(3))
 
-    def timed(call) -> float:
-        flush.zero_()
+    def timed(call) -> tuple[float, float]:
+        flush.zero_()                     # the launch below is enqueued while the flush runs
         start.record()
         call()
-        torch.cuda.synchronize()          # device-wide: side streams and threads are counted
         end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
+        torch.cuda.synchronize()          # device-wide: side streams and threads are counted
+        after_sync.record()
+        after_sync.synchronize()
+        return start.elapsed_time(end), start.elapsed_time(after_sync)
     return timed
 
 
 def _cpu_timer(flush):
-    def timed(call) -> float:
+    def timed(call) -> tuple[float, float]:
         flush.fill_(1.0)
         t0 = time.perf_counter()
         call()
-        return (time.perf_counter() - t0) * 1e3
+        t = (time.perf_counter() - t0) * 1e3
+        return t, t                       # the host clock already sees everything the call did
     return timed
 
 

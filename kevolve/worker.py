@@ -91,7 +91,10 @@ class Worker:
         files = {}
         for name, t in buf["outputs"].items():
             path = self.exchange / f"{config}.{variant}.{name}.bin"
-            t.detach().to("cpu").contiguous().numpy().tofile(path)
+            import torch
+            shared = torch.from_file(str(path), shared=True, size=t.numel(), dtype=t.dtype)
+            shared.copy_(t.detach().reshape(-1))        # one device-to-host copy into the shared file
+            del shared
             files[name] = str(path)
         return {"rc": int(rc), "before": before, "after": after, "outputs": files, "seconds": seconds,
                 "pointers": {n: t.data_ptr() for n, t in buf["inputs"].items()}}
@@ -225,7 +228,21 @@ def _cpu_name() -> str:
     return "cpu"
 
 
+def _exit_with_parent() -> None:
+    """A worker whose evaluator died (SIGKILL, node loss) must not linger, even mid-kernel."""
+    import threading
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(3)
+    threading.Thread(target=watch, daemon=True, name="kevolve-parent-watch").start()
+
+
 def main() -> None:
+    _exit_with_parent()
     proto = os.fdopen(os.dup(1), "w", buffering=1)   # the protocol pipe
     os.dup2(2, 1)                                    # the candidate's printf goes to stderr
     worker = Worker()
