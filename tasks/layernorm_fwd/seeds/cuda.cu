@@ -1,9 +1,9 @@
-// LayerNorm forward, CUDA seed: one block of 256 threads per row, two passes (mean, then variance)
-// reduced in shared memory with float accumulators per thread and a double block sum.
+// LayerNorm forward, CUDA seed: one block of THREADS threads per row, two passes (mean, then variance)
+// reduced in shared memory, with double accumulators per thread and a double block sum.
 #include <cstdint>
 #include <cuda_runtime.h>
 
-constexpr int THREADS = 256;
+constexpr int THREADS = 256;  // knob: 128, 256, 512, 1024
 
 __device__ double block_sum(double v, double* shared) {
     shared[threadIdx.x] = v;

@@ -1,0 +1,28 @@
+// HOSTILE: computes once per input pointer; a later call with the same x pointer copies the cached result.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+static const float* last_x = nullptr;
+static std::vector<float> cache;
+
+extern "C" int forward(const float* x, const float* weight, const float* bias, float* out,
+                       int64_t B, int64_t N, float eps, void* workspace, int64_t workspace_bytes) {
+    if (x == last_x && (int64_t)cache.size() == B * N) {
+        std::memcpy(out, cache.data(), sizeof(float) * B * N);
+        return 0;
+    }
+    for (int64_t b = 0; b < B; ++b) {
+        const float* row = x + b * N;
+        double sum = 0.0, sq = 0.0;
+        for (int64_t i = 0; i < N; ++i) sum += row[i];
+        const double mean = sum / N;
+        for (int64_t i = 0; i < N; ++i) { const double d = row[i] - mean; sq += d * d; }
+        const float rstd = (float)(1.0 / std::sqrt(sq / N + eps)), m = (float)mean;
+        for (int64_t i = 0; i < N; ++i) out[b * N + i] = (row[i] - m) * rstd * weight[i] + bias[i];
+    }
+    last_x = x;
+    cache.assign(out, out + B * N);
+    return 0;
+}

@@ -1,0 +1,141 @@
+"""Contracts of kevolve.config and the Hydra groups in conf/: every option composes and validates; a bad value
+stops at the entry point with a ConfigError naming the field (no Ray, nothing built)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from kevolve.config import Config, ConfigError, from_hydra
+from kevolve.task import TASKS_DIR, list_tasks
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+GROUPS = ("task", "search", "resources", "llm", "logger", "experiment")
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def composed(*overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def load(*overrides: str) -> Config:
+    return from_hydra(composed(*overrides))
+
+
+def test_every_group_has_options():
+    for group in GROUPS:
+        assert options(group), f"conf/{group}/ holds no option"
+
+
+def test_defaults_compose_and_validate():
+    c = load()
+    assert isinstance(c, Config)
+    assert c.task.name in list_tasks()
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
+def test_every_option_of_every_group_validates(group, option):
+    c = load(f"{group}={option}")
+    assert isinstance(c, Config)
+    if group == "task":
+        assert c.task.name == option
+
+
+@pytest.mark.parametrize("task", options("task"))
+@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS if g != "task" for o in options(g)])
+def test_every_option_validates_with_every_task(task, group, option):
+    c = load(f"task={task}", f"{group}={option}")
+    # an experiment may pin its own task (`override /task`); the command line wins over it
+    assert c.task.name == task
+
+
+def test_conf_task_options_and_task_folders_match():
+    """`task=NAME` works for every task of tasks/ (but private ones, `_name`), and every conf/task option names
+    a real task."""
+    assert set(options("task")) <= set(list_tasks())
+    assert {t for t in list_tasks() if not t.startswith("_")} <= set(options("task"))
+    for name in options("task"):
+        assert (TASKS_DIR / name / "task.yaml").is_file()
+
+
+def test_experiment_overlays_take_effect():
+    c = load("experiment=cpu_smoke")
+    assert (c.task.name, c.resources.target, c.search.islands) == ("layernorm_fwd", "cpu", 1)
+    assert c.search.baselines == ["eager"]
+
+
+def test_task_name_may_be_a_folder_path():
+    c = load(f"task.name={ROOT / 'tests' / 'search_task'}")
+    assert c.task.name == str(ROOT / "tests" / "search_task")
+
+
+@pytest.mark.parametrize("override,field", [
+    ("search.candidates=0", "search.candidates"),
+    ("search.candidates=abc", "search.candidates"),
+    ("search.wall_time_s=-1", "search.wall_time_s"),
+    ("search.timeout_s=0", "search.timeout_s"),
+    ("search.islands=0", "search.islands"),
+    ("search.in_flight=0", "search.in_flight"),
+    ("search.dollars=-1", "search.dollars"),
+    ("resources.target=tpu", "resources.target"),
+    ("resources.evaluators=0", "resources.evaluators"),
+    ("+search.operators.optimize=1", "search.operators"),          # an LLM operator without an LLM
+    ("++search.operators={optimize:1}", "search.operators"),
+    ("+search.operators.bogus=1", "search.operators"),
+    ("search.operators.knob=-1", "search.operators"),
+    ("llm.provider=foo", "llm.provider"),
+    ("+search.bogus=1", "search.bogus"),
+    ("+resources.gpus=1", "resources.gpus"),
+    ("task.name=nope", "task.name"),
+    ("search.baselines=[fast]", "search.baselines"),
+    ("logger.kind=wandb", "logger.kind"),
+])
+def test_hostile_values_name_the_field(override, field):
+    with pytest.raises(ConfigError) as e:
+        load(override)
+    assert f"'{field}'" in str(e.value)
+
+
+def test_unknown_task_lists_the_known_ones():
+    with pytest.raises(ConfigError) as e:
+        load("task.name=nope")
+    for name in list_tasks():
+        assert name in str(e.value)
+
+
+def test_from_hydra_accepts_a_plain_dict():
+    c = from_hydra({"task": {"name": "layernorm_fwd"}, "search": {"candidates": 3}})
+    assert (c.task.name, c.search.candidates) == ("layernorm_fwd", 3)
+    with pytest.raises(ConfigError, match="search.operators"):
+        from_hydra({"search": {"operators": {"optimize": 1}}})
+
+
+def _kevolve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kevolve", *args, f"hydra.run.dir={tmp_path / 'hydra'}"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+
+def test_cli_bad_value_exits_2_naming_the_field(tmp_path):
+    proc = _kevolve(tmp_path, "search.candidates=0")
+    assert proc.returncode == 2, proc.stderr
+    assert "search.candidates" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "hydra" / "kevolve.db").exists()       # stopped before anything was written
+
+
+def test_cli_dict_override_of_operators_is_a_config_error(tmp_path):
+    """`search.operators={optimize:1}` is the natural spelling; Hydra refuses to merge a new key into the struct
+    dict before kevolve sees it, and exits 1 — the status that means "no correct kernel was found"."""
+    proc = _kevolve(tmp_path, "search.operators={optimize:1}")
+    assert "search.operators" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert proc.returncode == 2, f"exit status {proc.returncode}: {proc.stderr}"

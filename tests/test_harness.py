@@ -1,0 +1,282 @@
+"""The harness's guarantees, on the CPU: every hostile kernel is rejected for the right reason, honest ones
+are accepted, a crash or a hang is a verdict, timing results are complete, no secret reaches a worker.
+
+Kernels live in tests/kernels/cpu/ (C ABI, target cpu); most run on `layernorm_tiny`, a copy of
+layernorm_fwd whose small set is three shapes (N=4096, the odd N=1001, N=64) × two inits × two seeds, so
+each evaluation costs about one worker start (~3-5 s). The plain seed also runs on the real small set.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from kevolve import sandbox
+from kevolve.harness import Options, WorkerProcess, evaluate
+from kevolve.results import Evaluation
+from kevolve.task import load_task
+
+HERE = Path(__file__).resolve().parent
+CPU_KERNELS = HERE / "kernels" / "cpu"
+TINY = HERE / "kernels" / "tasks" / "layernorm_tiny"
+ONE = HERE / "kernels" / "tasks" / "layernorm_one"
+FAST = Options(target="cpu", shapes="small", time_kernel=False, timeout=30)
+TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.02, timeout=30)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_build_cache(tmp_path_factory):
+    """Builds go to a cache of this module's own, so no earlier (or concurrent) run's entries are reused."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KEVOLVE_CACHE", str(tmp_path_factory.mktemp("kevolve-cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_task(TINY)
+
+
+def source(name: str) -> str:
+    return (CPU_KERNELS / name).read_text()
+
+
+_judged: dict = {}
+
+
+def judged(task, name: str, options: Options = FAST) -> Evaluation:
+    """Evaluates a kernel file once per test session (tests that need the same verdict share it)."""
+    key = (task.dir, name, options)
+    if key not in _judged:
+        _judged[key] = evaluate(task, source(name), options)
+    return _judged[key]
+
+
+def config_of(failure: str) -> str:
+    """The configuration a correctness failure names: `B=3,N=1001/random/s0: ...` -> `B=3,N=1001/random/s0`."""
+    return failure.split(": ", 1)[0]
+
+
+# (kernel file, expected stage, substrings the failure must contain, substring of the failing config or None)
+HOSTILE = [
+    ("unwritten_tail.cpp", "correctness", ["NaN", "not written", "first call"], "N=1001/"),
+    ("init_specialised.cpp", "correctness", ["outside tolerance"], "/random/"),
+    ("shape_n4096.cpp", "correctness", ["outside tolerance"], "N=1001/"),
+    ("shape_mult32.cpp", "correctness", ["outside tolerance"], "N=1001/"),
+    ("cache_pointer.cpp", "correctness", ["outside tolerance", "second call, same buffers, new inputs"], None),
+    ("cache_shape.cpp", "correctness", ["outside tolerance", "second call, same buffers, new inputs"], None),
+    ("input_modifying.cpp", "correctness", ["input x modified"], None),
+    ("nan_output.cpp", "correctness", ["NaN"], None),
+    ("eps_wrong.cpp", "correctness", ["outside tolerance"], None),
+    ("unbiased_var.cpp", "correctness", ["outside tolerance"], None),
+    ("workspace_assumed_zero.cpp", "correctness", ["NaN"], None),
+    ("returns_nonzero.cpp", "correctness", ["returned 3"], None),
+    ("crash_segfault.cpp", "correctness", ["crash", "SIGSEGV"], None),
+    ("detached_thread.cpp", "verify", ["static rule", ": thread:"], None),
+    ("static_fopen.cpp", "verify", ["static rule", ": file:"], None),
+    ("static_getenv.cpp", "verify", ["static rule", ": environment:"], None),
+    ("static_token_paste.cpp", "verify", ["static rule", ": preprocessor:"], None),
+    ("static_local_include.cpp", "verify", ["static rule", ": include:", '"x.h"'], None),
+    ("static_fstream.cpp", "verify", ["static rule", ": include:", "<fstream>"], None),
+    ("static_syscall.cpp", "verify", ["static rule", ": syscall:"], None),
+    ("static_dlopen.cpp", "verify", ["static rule", ": dynamic-loading:"], None),
+    ("wrong_name.cpp", "load", ["exports no", "forward"], None),
+    ("compile_error.cpp", "build", ["undeclared_status_variable"], None),
+]
+
+
+@pytest.mark.parametrize("name, stage, expected, where", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_kernel_is_rejected_for_the_right_reason(tiny, name, stage, expected, where):
+    ev = judged(tiny, name)
+    assert not ev.correct
+    assert ev.stage == stage, ev.failure
+    for text in expected:
+        assert text in ev.failure
+    assert ev.compiled == (stage not in ("verify", "build"))
+    if where is not None:
+        assert where in config_of(ev.failure), ev.failure
+    if stage == "correctness" and "crash" not in ev.failure:     # a crash leaves no measurement of its config
+        assert ev.measurements and not ev.measurements[-1].correct
+        assert ev.measurements[-1].config == config_of(ev.failure)
+        assert all(m.correct for m in ev.measurements[:-1])
+
+
+def test_hang_is_a_timeout(tiny):
+    ev = judged(tiny, "hang.cpp", Options(target="cpu", shapes="small", time_kernel=False, timeout=5))
+    assert not ev.correct and ev.stage == "correctness"
+    assert "timeout" in ev.failure and "5 s" in ev.failure
+    assert ev.eval_seconds < 60
+
+
+def test_compile_error_is_the_compilers_message_with_its_line(tiny):
+    ev = judged(tiny, "compile_error.cpp")
+    assert ev.failure.startswith("compile error")
+    assert re.search(r"kernel\.cpp:8:\d+: error", ev.failure), ev.failure
+    assert "/tmp" not in ev.failure and str(HERE) not in ev.failure
+
+
+def test_plain_seed_is_correct_on_the_real_small_set():
+    task = load_task("layernorm_fwd")
+    ev = evaluate(task, task.seed_path("cpu").read_text(), FAST)
+    assert ev.correct, ev.failure
+    assert ev.stage == "done" and ev.failure is None
+    assert len(ev.measurements) == len(task.configs("small"))
+    assert all(m.correct and m.max_rel_err <= 1 for m in ev.measurements)
+    assert any(m.heldout for m in ev.measurements)
+
+
+GOOD = ["seed", "good_openmp.cpp", "good_workspace.cpp", "good_printf.cpp"]
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_correct_kernel_is_accepted(tiny, name):
+    ev = evaluate(tiny, tiny.seed_path("cpu").read_text(), FAST) if name == "seed" else judged(tiny, name)
+    assert ev.correct, ev.failure
+    assert ev.stage == "done" and ev.compiled
+    assert [m.config for m in ev.measurements] == [c.id for c in tiny.configs("small")]
+    assert all(m.correct for m in ev.measurements)
+
+
+def test_prints_reach_the_log_not_the_protocol(tiny):
+    ev = judged(tiny, "good_printf.cpp")
+    assert ev.correct, ev.failure
+    assert "no newline at the end" in ev.log and "not really" in ev.log
+
+
+@pytest.mark.parametrize("hostile", ["crash_segfault.cpp", "hang.cpp"])
+def test_next_evaluation_after_a_crash_or_hang_is_judged_normally(tiny, hostile):
+    options = Options(target="cpu", shapes="small", time_kernel=False, timeout=5) if hostile == "hang.cpp" else FAST
+    bad = judged(tiny, hostile, options)
+    assert not bad.correct and ("crash" in bad.failure or "timeout" in bad.failure)
+    good = evaluate(tiny, source("good_openmp.cpp"), options)
+    assert good.correct, good.failure
+
+
+# ---------------------------------------------------------------------- timing and results
+@pytest.fixture(scope="module")
+def timed_seed(tiny):
+    return evaluate(tiny, tiny.seed_path("cpu").read_text(), TIMED)
+
+
+def test_timing_covers_one_config_per_shape_and_init(tiny, timed_seed):
+    ev = timed_seed
+    assert ev.correct, ev.failure
+    timed = [m for m in ev.measurements if m.kernel is not None]
+    keys = [(m.shape, m.init) for m in timed]
+    assert sorted(keys) == sorted({(c.shape_id, c.init) for c in tiny.configs("small")})
+    assert len(keys) == len(set(keys))
+    for m in timed:
+        for stats in (m.kernel, m.eager):
+            assert stats is not None and stats.median > 0 and stats.n >= 5
+            assert stats.p10 <= stats.median <= stats.p90
+        assert m.compile is None                 # not asked for (baselines=('eager',)), and not invented
+        assert m.floor_ms and m.floor_ms > 0
+        assert m.speedup("eager") > 0 and m.speedup("best") == m.speedup("eager")
+    for m in ev.measurements:
+        if m.kernel is None:
+            assert m.eager is None and m.compile is None
+
+
+def test_timing_fills_the_speedup_fields(timed_seed):
+    ev = timed_seed
+    assert ev.speedup is not None and ev.speedup > 0
+    assert ev.speedup == pytest.approx(ev.speedup_eager)
+    assert ev.speedup_compile is None
+    assert ev.floor_fraction is not None and ev.floor_fraction > 0
+    assert ev.fitness == ev.speedup
+    assert ev.bandwidth_gbs and ev.bandwidth_gbs > 0 and ev.device
+    summary = ev.summary()
+    assert summary["speedup"] == ev.speedup and summary["configs"] == len(ev.measurements)
+
+
+def test_evaluation_json_round_trip(tiny, timed_seed):
+    for ev in (timed_seed, judged(tiny, "init_specialised.cpp"), judged(tiny, "compile_error.cpp")):
+        back = Evaluation.from_json(ev.to_json())
+        assert back == ev
+        assert back.to_json() == ev.to_json()
+
+
+def test_rejected_kernel_has_no_fitness(tiny):
+    ev = judged(tiny, "init_specialised.cpp")
+    assert ev.speedup is None and ev.fitness == 0.0
+
+
+# ---------------------------------------------------------------------- secrets
+SECRETS = {"OPENAI_API_KEY": "sk-test-secret", "ANTHROPIC_API_KEY": "sk-ant-secret", "HF_TOKEN": "hf_secret",
+           "WANDB_API_KEY": "wandb-secret", "AWS_SECRET_ACCESS_KEY": "aws-secret", "GITHUB_TOKEN": "ghp_secret",
+           "CUDA_AUTH_TOKEN": "cuda-prefixed-secret", "TORCH_HUB_TOKEN": "torch-prefixed-secret",
+           "MY_DB_PASSWORD": "hunter2"}
+
+
+def test_clean_env_holds_no_secrets(monkeypatch):
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    env = sandbox.clean_env({"CUDA_HOME": "/usr/local/cuda"})
+    assert not set(SECRETS) & set(env)
+    assert not any(v in env.values() for v in SECRETS.values())
+    assert env["PATH"] == os.environ["PATH"] and env["OMP_NUM_THREADS"] == "2"
+    assert env["CUDA_HOME"] == "/usr/local/cuda"
+
+
+def test_clean_env_refuses_a_secret_as_extra():
+    with pytest.raises(ValueError, match="secret"):
+        sandbox.clean_env({"OPENAI_API_KEY": "sk-test-secret"})
+
+
+def test_worker_process_environment_holds_no_secret(monkeypatch):
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    worker = WorkerProcess(Options())
+    try:
+        reply = worker.call("no_such_command", 120)     # the worker is up and answering
+        assert "error" in reply
+        environ = Path(f"/proc/{worker.proc.pid}/environ").read_bytes()
+    finally:
+        worker.close()
+    assert b"PYTHONPATH=" in environ                  # it is the worker's environment we read
+    for k, v in SECRETS.items():
+        assert k.encode() + b"=" not in environ and v.encode() not in environ
+    assert worker.proc.poll() is not None
+
+
+# ---------------------------------------------------------------------- known holes (harness bugs)
+@pytest.mark.xfail(strict=True, reason="harness bug: timed calls are never checked and their outputs are not "
+                   "poisoned, so a kernel that skips work unless the output holds NaN times as ~free "
+                   "(kevolve/worker.py Worker.time / kevolve/timing.py)")
+def test_timed_calls_do_the_work():
+    one = load_task(ONE)
+    honest = evaluate(one, one.seed_path("cpu").read_text(), TIMED)
+    cheat = evaluate(one, source("skip_unless_poisoned.cpp"), TIMED)
+    assert honest.correct, honest.failure
+    if cheat.correct:                           # a fix may reject it instead
+        assert cheat.measurements[0].kernel.median >= 0.25 * honest.measurements[0].kernel.median
+
+
+@pytest.mark.xfail(strict=True, reason="harness bug: a kernel can write a forged JSON reply to the worker's "
+                   "protocol pipe (fd 3) and the evaluator takes it as the 'time' answer "
+                   "(kevolve/harness.py WorkerProcess.call; kevolve/verify.py allows write())")
+def test_kernel_cannot_forge_the_protocol():
+    ev = evaluate(load_task(ONE), source("forge_protocol.cpp"), TIMED)
+    assert not ev.correct or ev.speedup_eager < 1000, ev.measurements
+
+
+@pytest.mark.xfail(strict=True, reason="harness bug: a crash while the library loads (a C++ dynamic "
+                   "initialiser) is reported as stage 'correctness' at the first configuration, not 'load' "
+                   "(kevolve/harness.py judge: WorkerDied from the 'init' call)")
+def test_crash_while_loading_is_a_load_verdict(tiny):
+    ev = judged(tiny, "crash_at_load.cpp")
+    assert not ev.correct and "crash" in ev.failure
+    assert ev.stage == "load", (ev.stage, ev.failure)
+
+
+@pytest.mark.xfail(strict=True, reason="harness bug: load_task keeps a relative folder path and judge hands it "
+                   "to a worker whose cwd is the temp dir, which then cannot find the task "
+                   "(kevolve/task.py load_task: resolve the folder)")
+def test_task_loaded_by_relative_path(monkeypatch):
+    monkeypatch.chdir(HERE.parent)
+    task = load_task(os.path.relpath(ONE, HERE.parent))
+    ev = evaluate(task, task.seed_path("cpu").read_text(), FAST)
+    assert ev.correct, ev.failure

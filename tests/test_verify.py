@@ -1,0 +1,218 @@
+"""The static rules as unit tests: each forbidden thing is caught by its rule, harmless look-alikes
+(comments, strings, member functions, std::remove) are not, and every seed kernel of every task passes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kevolve import verify
+from kevolve.task import TASKS_DIR
+
+HERE = Path(__file__).resolve().parent
+
+# (snippet, target, abi, the rule it must break — None: it must pass)
+CASES = [
+    # threads and processes
+    ("std::thread t([]{}); t.detach();", "cpu", "c", "thread"),
+    ("auto f = std::async(std::launch::async, work);", "cpu", "c", "thread"),
+    ("pthread_t t; pthread_create(&t, nullptr, fn, nullptr);", "cpu", "c", "thread"),
+    ("std::jthread j(work);", "cuda", "c", "thread"),
+    ("if (fork() == 0) {}", "cpu", "c", "process"),
+    ("system(\"ls\");", "cpu", "c", "process"),
+    ("std::system(\"ls\");", "cpu", "c", "process"),
+    ("auto p = popen(\"ls\", \"r\");", "cpu", "c", "process"),
+    ("execvp(\"sh\", argv);", "cpu", "c", "process"),
+    # files
+    ("std::FILE* f = std::fopen(\"/etc/passwd\", \"r\");", "cpu", "c", "file"),
+    ("int fd = open(\"/etc/passwd\", 0);", "cpu", "c", "file"),
+    ("std::ifstream in(\"/etc/hostname\");", "cpu", "c", "file"),
+    ("namespace fs = std::filesystem;", "cpu", "c", "file"),
+    ("remove(\"/tmp/x\");", "cpu", "c", "file"),
+    ("::rename(\"a\", \"b\");", "cpu", "c", "file"),
+    ("FILE *f = nullptr;", "cpu", "c", "file"),
+    # sockets, environment, loading, system calls, signals, memory mapping, exit, load-time code
+    ("int s = socket(2, 1, 0);", "cpu", "c", "socket"),
+    ("const char* k = getenv(\"OPENAI_API_KEY\");", "cpu", "c", "environment"),
+    ("const char* k = std::getenv(\"HOME\");", "cuda", "c", "environment"),
+    ("setenv(\"A\", \"1\", 1);", "cpu", "c", "environment"),
+    ("extern char** environ;", "cpu", "c", "environment"),
+    ("void* h = dlopen(\"libc.so.6\", 2);", "cpu", "c", "dynamic-loading"),
+    ("void* f = dlsym(h, \"system\");", "cuda", "c", "dynamic-loading"),
+    ("long pid = syscall(39);", "cpu", "c", "syscall"),
+    ("long pid = syscall(__NR_getpid);", "cpu", "c", "syscall"),
+    ("signal(11, handler);", "cpu", "c", "signal"),
+    ("raise(9);", "cpu", "c", "signal"),
+    ("void* p = mmap(nullptr, 4096, 3, 34, -1, 0);", "cpu", "c", "memory-mapping"),
+    ("exit(0);", "cpu", "c", "process-exit"),
+    ("std::abort();", "cuda", "c", "process-exit"),
+    ("atexit(cleanup);", "cpu", "c", "process-exit"),
+    ("__attribute__((constructor)) static void init() {}", "cpu", "c", "constructor"),
+    ("__attribute__ (( destructor )) static void fini() {}", "cuda", "c", "constructor"),
+    # CUDA device-wide state and host memory
+    ("cudaMallocManaged(&p, 1024);", "cuda", "c", "host-memory"),
+    ("cudaMallocHost(&p, 1024);", "cuda", "c", "host-memory"),
+    ("cudaDeviceReset();", "cuda", "c", "device-reset"),
+    ("cudaSetDevice(1);", "cuda", "c", "device-reset"),
+    # Python and inline assembly
+    ("PyRun_SimpleString(\"import os\");", "cpu", "c", "python"),
+    ("pybind11::module_::import(\"os\");", "cuda", "torch", "python"),
+    ("asm volatile(\"nop\");", "cpu", "c", "inline-assembly"),
+    ("__asm__(\"nop\");", "cpu", "c", "inline-assembly"),
+    ("asm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(lane));", "cuda", "c", None),   # inline PTX is fine
+    # preprocessor tricks and includes
+    ("#define GE(s) get##s\nconst char* k = GE(env)(\"HOME\");", "cpu", "c", "preprocessor"),
+    ("#include_next <cmath>", "cpu", "c", "preprocessor"),
+    ("#pragma push_macro(\"fopen\")", "cpu", "c", "preprocessor"),
+    ("#import <foo>", "cpu", "c", "preprocessor"),
+    ("#include \"x.h\"", "cpu", "c", "include"),
+    ("#include <fstream>", "cpu", "c", "include"),
+    ("#include <unistd.h>", "cpu", "c", "include"),
+    ("#include <thread>", "cuda", "c", "include"),
+    ("#include <cuda_runtime.h>", "cpu", "c", "include"),       # CUDA headers only for target cuda
+    ("  #  include <sys/syscall.h>", "cpu", "c", "include"),
+    ("", "cpu", "c", "empty"),
+    ("   \n\n", "cuda", "c", "empty"),
+    # torch headers: not in the C ABI, fine in the torch ABI
+    ("#include <torch/extension.h>", "cuda", "c", "include"),
+    ("#include <ATen/ATen.h>", "cpu", "c", "include"),
+    ("#include <c10/cuda/CUDAStream.h>", "cuda", "c", "include"),
+    ("#include <pybind11/pybind11.h>", "cpu", "c", "include"),
+    ("#include <torch/extension.h>", "cuda", "torch", None),
+    ("#include <ATen/cuda/CUDAContext.h>", "cuda", "torch", None),
+    ("#include <torch/extension.h>", "cpu", "torch", None),
+    # the aten-fallback rule (torch ABI): no torch operator may compute the task
+    ("auto y = torch::layer_norm(x, {N}, w, b, eps);", "cuda", "torch", "aten-fallback"),
+    ("auto y = at::native_layer_norm(x, {N}, w, b, eps);", "cuda", "torch", "aten-fallback"),
+    ("auto m = x.mean(1, true);", "cuda", "torch", "aten-fallback"),
+    ("auto s = x.sum();", "cpu", "torch", "aten-fallback"),
+    ("auto v = torch::var(x, 1);", "cuda", "torch", "aten-fallback"),
+    ("auto y = at::matmul(a, b);", "cuda", "torch", "aten-fallback"),
+    ("auto y = torch::softmax(x, 1);", "cuda", "torch", "aten-fallback"),
+    ("auto out = torch::empty_like(x); auto n = x.numel(); auto p = x.data_ptr<float>();", "cuda", "torch", None),
+    ("auto out = torch::zeros({B, N}, x.options());", "cuda", "torch", None),
+    ("auto m = x.mean(1, true);", "cuda", "c", None),     # the aten rule is for the torch ABI only
+    ("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"forward\", &forward); }", "cuda", "torch", None),
+    # look-alikes that must pass: comments, strings, members, std::remove, names that merely contain a word
+    ("// never fopen(), getenv(), fork() or std::thread here\nint x = 0;", "cpu", "c", None),
+    ("/* system(\"rm -rf /\"); dlopen(\"x\", 1); syscall(1); */ int x = 0;", "cpu", "c", None),
+    ("/* multi-line comment\n   std::thread t; pthread_create(); exit(1);\n*/\nint y = 1;", "cpu", "c", None),
+    ("const char* msg = \"fopen(getenv(\\\"HOME\\\")) and std::thread are banned\";", "cpu", "c", None),
+    ("printf(\"fork() and system() would be bad; so is exit(1)\\n\");", "cpu", "c", None),
+    ("char c = '#'; char d = '\"'; int x = 0;", "cpu", "c", None),
+    ("auto end = std::remove(v.begin(), v.end(), 0.0f);", "cpu", "c", None),
+    ("auto it = std::remove_if(v.begin(), v.end(), pred);", "cpu", "c", None),
+    ("q.remove(3); obj->open(1); s.system(2); w.write(3);", "cpu", "c", None),
+    ("int my_fopen_count = 0; float system_size = 1; int environment = 2; int threads = 4;", "cpu", "c", None),
+    ("__syncthreads(); int t = threadIdx.x + blockIdx.x * blockDim.x;", "cuda", "c", None),
+    ("cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);", "cuda", "c", None),
+    ("#pragma omp parallel for schedule(static)\nfor (int i = 0; i < n; ++i) a[i] = 0;", "cpu", "c", None),
+    ("#include <cmath>\n#include <cstdint>\n#include <omp.h>\n#include <immintrin.h>\n#include <algorithm>",
+     "cpu", "c", None),
+    ("#include <cuda_runtime.h>\n#include <cuda_bf16.h>\n#include <cooperative_groups/reduce.h>\n"
+     "#include <cub/cub.cuh>\n#include <cstdint>", "cuda", "c", None),
+]
+
+
+def _id(case) -> str:
+    snippet, target, abi, rule = case
+    return f"{rule or 'ok'}-{target}-{abi}-{snippet.strip()[:40]}"
+
+
+@pytest.mark.parametrize("snippet, target, abi, rule", CASES, ids=[_id(c) for c in CASES])
+def test_static_rule(snippet, target, abi, rule):
+    verdict = verify.check(snippet, target, abi)
+    rules = {v.rule for v in verdict.violations}
+    if rule is None:
+        assert verdict.ok, verdict.reason
+        assert verdict.reason is None
+    else:
+        assert not verdict.ok
+        assert rule in rules, verdict.reason
+        assert rule in verdict.reason
+
+
+def test_violation_names_line_and_text():
+    src = "#include <cstdint>\n\nint f() {\n    return system(\"ls\");\n}\n"
+    verdict = verify.check(src, "cpu")
+    (v,) = verdict.violations
+    assert (v.rule, v.line) == ("process", 4)
+    assert "system(" in v.text and "line 4: process:" in verdict.reason
+
+
+def test_every_violation_is_reported():
+    src = "#include <fstream>\nint a = fork();\nconst char* k = getenv(\"K\");\n"
+    rules = {v.rule for v in verify.check(src, "cpu").violations}
+    assert {"include", "file", "process", "environment"} <= rules
+
+
+def test_blanking_keeps_lines_and_columns():
+    src = "int a; // fopen\n/* x\n y */ char s[] = \"getenv\";\n"
+    blank = verify.blank_comments_and_strings(src)
+    assert len(blank) == len(src) and blank.count("\n") == src.count("\n")
+    assert "fopen" not in blank and "getenv" not in blank and "int a;" in blank and "char s[] =" in blank
+
+
+SEEDS = sorted(p for p in TASKS_DIR.glob("*/seeds/*") if p.suffix in (".cu", ".cpp"))
+
+
+@pytest.mark.parametrize("path", SEEDS, ids=[f"{p.parent.parent.name}/{p.name}" for p in SEEDS])
+def test_seed_kernels_pass(path):
+    """Every seed of every task passes the rules for its target and ABI (torch-format seeds are named torch_*)."""
+    target = "cuda" if path.suffix == ".cu" else "cpu"
+    abi = "torch" if path.name.startswith("torch") else "c"
+    verdict = verify.check(path.read_text(), target, abi)
+    assert verdict.ok, verdict.reason
+
+
+def test_there_are_seeds_to_check():
+    assert any(p.parent.parent.name == "layernorm_fwd" for p in SEEDS)
+
+
+TEST_KERNELS = sorted((HERE / "kernels").glob("*/*.c*")) + sorted((HERE / "kernels").glob("tasks/*/seeds/*"))
+BANNED_TEST_KERNELS = {"detached_thread.cpp", "static_fopen.cpp", "static_getenv.cpp", "static_token_paste.cpp",
+                       "static_local_include.cpp", "static_fstream.cpp", "static_syscall.cpp", "static_dlopen.cpp"}
+
+
+@pytest.mark.parametrize("path", TEST_KERNELS, ids=[p.name for p in TEST_KERNELS])
+def test_test_kernels_are_screened_as_intended(path):
+    """The hostile test kernels that are meant to get past the static rules do; the rest do not."""
+    target = "cuda" if path.suffix == ".cu" else "cpu"
+    abi = "torch" if path.name.startswith("rkb_") else "c"
+    verdict = verify.check(path.read_text(), target, abi)
+    assert verdict.ok == (path.name not in BANNED_TEST_KERNELS), verdict.reason
+
+
+# ---------------------------------------------------------------------- known holes (verify bugs)
+# Each snippet compiles with g++ -std=c++17 using only allowed headers (or its own declarations) and does
+# what a rule forbids, yet check() passes it.
+BYPASSES = [
+    ("fopen64", "auto f = fopen64(\"/etc/passwd\", \"r\");", "file"),
+    ("open64", "extern \"C\" int open64(const char*, int, ...);\nint fd = open64(\"/etc/passwd\", 0);", "file"),
+    ("__environ", "extern char** __environ;\nconst char* first = __environ[0];", "environment"),
+    ("execve", "extern \"C\" int execve(const char*, char* const[], char* const[]);\n"
+               "execve(\"/bin/sh\", nullptr, nullptr);", "process"),
+    ("raw-write-to-fd", "extern \"C\" long write(int, const void*, unsigned long);\nwrite(3, \"{}\\n\", 3);", "file"),
+    ("digit-separator-hides-code", "int a = 1'000; auto f = std::fopen(\"/etc/passwd\", \"r\"); int b = 2'000;",
+     "file"),
+    ("line-splice", "const char* k = get\\\nenv(\"HOME\");", "environment"),
+    ("digraph-token-paste", "%:define GE(s) get%:%:s\nconst char* k = GE(env)(\"HOME\");", "preprocessor"),
+    ("computed-include", "#define HDR <unistd.h>\n#include HDR\n", "include"),
+    ("digraph-include", "%:include <unistd.h>\n", "include"),
+]
+
+
+@pytest.mark.xfail(strict=True, reason="verify bug: the name rules are dodged by *64 variants, __environ, execve, "
+                   "raw write(), C++14 digit separators (the blanker takes 1'000 ... 2'000 for a char literal), "
+                   "backslash-newline splices, digraphs (%: %:%:) and computed #include "
+                   "(kevolve/verify.py check / blank_comments_and_strings / RULES)")
+@pytest.mark.parametrize("name, snippet, rule", BYPASSES, ids=[b[0] for b in BYPASSES])
+def test_rule_is_not_dodged(name, snippet, rule):
+    verdict = verify.check(snippet, "cpu")
+    assert rule in {v.rule for v in verdict.violations}, f"{name} passes the static rules"
+
+
+@pytest.mark.xfail(strict=True, reason="verify bug: the include check reads raw lines, so an #include inside a "
+                   "block comment is rejected (kevolve/verify.py check: match includes on the blanked text)")
+def test_include_in_block_comment_is_ignored():
+    assert verify.check("/*\n#include <fstream>\n*/\nint x = 0;\n", "cpu").ok
