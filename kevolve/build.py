@@ -51,11 +51,15 @@ def cache_root() -> Path:
 
 
 def cuda_home() -> str:
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home:
-        return home
+    """CUDA_HOME / CUDA_PATH, else the toolkit holding the nvcc on PATH, else /usr/local/cuda — the first
+    that has include/cuda_runtime.h (an nvcc on PATH may be a wrapper script outside the toolkit)."""
     nvcc = shutil.which("nvcc")
-    return str(Path(nvcc).resolve().parent.parent) if nvcc else "/usr/local/cuda"
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+                  str(Path(nvcc).resolve().parent.parent) if nvcc else None, "/usr/local/cuda"]
+    for home in filter(None, candidates):
+        if (Path(home) / "include" / "cuda_runtime.h").exists():
+            return home
+    return next(filter(None, candidates))
 
 
 @lru_cache(maxsize=None)
@@ -85,7 +89,7 @@ def _compiler_version(exe: str) -> str:
 def _key(source: str, target: str, abi: str, arch: str) -> str:
     exe = os.path.join(cuda_home(), "bin", "nvcc") if target == "cuda" else "g++"
     parts = [source, target, abi, arch, " ".join(NVCC_FLAGS if target == "cuda" else GXX_FLAGS),
-             _compiler_version(exe)]
+             _compiler_version(exe), cuda_home() if target == "cuda" else ""]
     if abi == "torch":
         import torch
         parts.append(torch.__version__)
@@ -102,10 +106,6 @@ def build(source: str, target: str, abi: str = "c", arch: str | None = None, tim
     lib = final / "kernel.so"
     if lib.exists():
         return Build(True, key, target, abi, str(lib), f"kevolve_{key}" if abi == "torch" else None, cached=True)
-    failed = final / "error.txt"
-    if failed.exists():
-        return Build(False, key, target, abi, error=failed.read_text(), cached=True)
-
     cache_root().mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=cache_root()))
     src = work / f"kernel{SUFFIX[target]}"
@@ -116,18 +116,18 @@ def build(source: str, target: str, abi: str = "c", arch: str | None = None, tim
     else:
         cmd = [sys.executable, "-m", "kevolve.build", str(src), str(work), f"kevolve_{key}", target, arch]
     try:
+        root = str(Path(__file__).resolve().parent.parent)       # the torch ABI runs `python -m kevolve.build`
+        pythonpath = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=work,
-                              env=clean_env({"CUDA_HOME": cuda_home()}))
+                              env=clean_env({"CUDA_HOME": cuda_home(), "PYTHONPATH": pythonpath}))
         ok, log = proc.returncode == 0 and (work / "kernel.so").exists(), proc.stdout + proc.stderr
     except subprocess.TimeoutExpired:
         ok, log = False, f"the compiler did not finish within {timeout:.0f} s"
     seconds = time.perf_counter() - start
-    if not ok:
-        error = trim_errors(log, work)
-        (work / "error.txt").write_text(error)
+    if not ok:                          # failures are not cached: a broken toolchain must not poison a source
+        shutil.rmtree(work, ignore_errors=True)
+        return Build(False, key, target, abi, error=trim_errors(log, work), seconds=seconds)
     _publish(work, final)
-    if not ok:
-        return Build(False, key, target, abi, error=error, seconds=seconds)
     return Build(True, key, target, abi, str(lib), f"kevolve_{key}" if abi == "torch" else None, seconds=seconds)
 
 

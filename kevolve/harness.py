@@ -16,14 +16,17 @@ Python objects in memory (the static rules forbid the means; see `kevolve.verify
 """
 from __future__ import annotations
 
+import collections
 import json
 import os
+import secrets
 import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,16 +70,29 @@ class WorkerProcess:
                  "CUDA_HOME": builder.cuda_home(), "PYTHONUNBUFFERED": "1"}
         if options.gpu is not None:
             extra["CUDA_VISIBLE_DEVICES"] = _physical_gpu(options.gpu)
-        self.stderr = tempfile.TemporaryFile()
+        if options.target == "cpu":
+            # torch's OpenMP and the kernel's (the system libgomp) are two thread pools; spinning ones
+            # starve each other on few cores and time each other's spin, not work
+            extra.setdefault("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
         self.proc = subprocess.Popen([sys.executable, "-m", "kevolve.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.stderr, env=clean_env(extra),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(extra),
                                      start_new_session=True, cwd=tempfile.gettempdir())
+        self.stderr = collections.deque(maxlen=256)       # the tail only: a kernel may print without end
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)
 
+    def _drain(self) -> None:
+        for line in iter(self.proc.stderr.readline, b""):
+            self.stderr.append(line[:2000].decode(errors="replace"))
+
     def call(self, cmd: str, timeout: float, **args) -> dict:
+        """Sends one command; the reply must carry the request's nonce (a kernel writing to the protocol
+        pipe cannot know it), else the worker is killed and the call fails as `protocol`."""
+        nonce = secrets.token_hex(16)
         try:
-            self.proc.stdin.write((json.dumps({"cmd": cmd, **args}) + "\n").encode())
+            self.proc.stdin.write((json.dumps({"cmd": cmd, "nonce": nonce, **args}) + "\n").encode())
             self.proc.stdin.flush()
         except BrokenPipeError:
             raise WorkerDied("crash", self._died()) from None
@@ -90,7 +106,15 @@ class WorkerProcess:
                 line = self.proc.stdout.readline()
                 if not line:
                     raise WorkerDied("crash", self._died())
-                return json.loads(line)
+                try:
+                    reply = json.loads(line)
+                except ValueError:
+                    reply = None
+                if not isinstance(reply, dict) or reply.pop("nonce", None) != nonce:
+                    self.kill()
+                    raise WorkerDied("protocol", "something other than the harness wrote to its protocol pipe "
+                                     f"during {cmd} (the kernel?): {line[:120]!r}")
+                return reply
 
     def _died(self) -> str:
         try:
@@ -98,12 +122,12 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.proc.returncode
+        self._drainer.join(timeout=2)
         why = f"killed by signal {signal.Signals(-code).name}" if code and code < 0 else f"exit status {code}"
         return f"the worker process died ({why}){_tail(self.stderr_text())}"
 
     def stderr_text(self) -> str:
-        self.stderr.seek(0)
-        return self.stderr.read().decode(errors="replace")
+        return "".join(self.stderr)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -123,7 +147,6 @@ class WorkerProcess:
                 pass
         self.kill()
         self.sel.close()
-        self.stderr.close()
 
 
 def _physical_gpu(index: int) -> str:
@@ -161,8 +184,11 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
     worker = WorkerProcess(options)
     device_name, bandwidth, measurements = "", None, []
     try:
-        info = worker.call("init", 300, task_dir=str(task.dir), lib=lib_path, abi=options.abi, target=options.target,
-                           module=module, exchange=str(exchange), threads=options.threads)
+        try:
+            info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_path, abi=options.abi,
+                               target=options.target, module=module, exchange=str(exchange), threads=options.threads)
+        except WorkerDied as e:            # a crash or hang while the library loads (static initialisers)
+            info = {"error": f"{e.kind}: {e.detail}"}
         if "error" in info:
             return Evaluation(**base, correct=False, stage="load", failure=f"load error: {info['error']}",
                               eval_seconds=time.perf_counter() - start, log=worker.stderr_text()[-4000:])
@@ -177,7 +203,12 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
                                   measurements=tuple(measurements), eval_seconds=time.perf_counter() - start,
                                   device=device_name, bandwidth_gbs=bandwidth, log=worker.stderr_text()[-4000:])
         if options.time_kernel:
-            measurements = _time_all(worker, task, configs, measurements, options, bandwidth)
+            timed, wrong = _time_all(worker, task, configs, measurements, options, bandwidth, checker)
+            if wrong is not None:
+                return Evaluation(**base, correct=False, stage="timing", failure=f"{wrong.config}: {wrong.failure}",
+                                  measurements=tuple(timed + [wrong]), eval_seconds=time.perf_counter() - start,
+                                  device=device_name, bandwidth_gbs=bandwidth, log=worker.stderr_text()[-4000:])
+            measurements = timed
         return Evaluation(**base, correct=True, measurements=tuple(measurements),
                           eval_seconds=time.perf_counter() - start, device=device_name, bandwidth_gbs=bandwidth,
                           log=worker.stderr_text()[-4000:])
@@ -200,8 +231,9 @@ def _exchange_root() -> str | None:
 
 
 def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Measurement], options: Options,
-              bandwidth: float) -> list[Measurement]:
-    """Times one configuration per (shape, init): the first seed's."""
+              bandwidth: float, checker: "Checker") -> tuple[list[Measurement], Measurement | None]:
+    """Times one configuration per (shape, init): the first seed's. Returns the measurements, and the
+    configuration whose last timed call gave a wrong answer, if any (timed calls must compute too)."""
     out, timed = [], set()
     for i, (cfg, m) in enumerate(zip(configs, measurements)):
         key = (cfg.shape_id, cfg.init)
@@ -216,6 +248,10 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
                             baselines=list(options.baselines), rotate=_rotations(task, cfg, options))
         if "error" in reply:
             raise WorkerDied("crash", f"while timing: {reply['error']}")
+        if "outputs" in reply:
+            why, _, _ = checker.compare_files(cfg, reply["variant"], reply["outputs"])
+            if why:
+                return out, Measurement(**{**m.__dict__, "correct": False, "failure": why})
         s = reply["samples"]
         floor_ms = task.floor(cfg.size_dict) / (bandwidth * 1e9) * 1e3 if bandwidth else None
         notes = {**prep.get("notes", {}), **reply.get("notes", {})}
@@ -224,7 +260,7 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
                                   "eager": Stats.of(s["eager"]) if "eager" in s else None,
                                   "compile": Stats.of(s["compile"]) if "compile" in s else None,
                                   "floor_ms": floor_ms, "failure": failure}))
-    return out
+    return out, None
 
 
 def _rotations(task: Task, cfg: Config, options: Options) -> int:
@@ -275,20 +311,24 @@ class Checker:
             if new_buffers and pointers == reply["pointers"]:
                 raise RuntimeError("harness error: the second buffer set reused the first one's addresses")
             pointers = reply["pointers"]
-            why, a, r = self._compare(inputs, cfg, reply["outputs"], variant)
+            why, a, r = self._compare(inputs, cfg, reply["outputs"], _CALLS.get(variant, "a timed call"))
             worst_abs, worst_rel = max(worst_abs, a), max(worst_rel, r)
             if why:
                 return fail(why)
         return Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, True, worst_abs, worst_rel)
 
-    def _compare(self, inputs: dict, cfg: Config, files: dict, variant: int) -> tuple[str | None, float, float]:
+    def compare_files(self, cfg: Config, variant: int, files: dict) -> tuple[str | None, float, float]:
+        """Checks outputs a worker wrote for inputs `variant` (a timed call's, say) against the reference."""
+        return self._compare(self.task.make_inputs(cfg, self.device, variant), cfg, files,
+                             _CALLS.get(variant, "a timed call"))
+
+    def _compare(self, inputs: dict, cfg: Config, files: dict, call: str) -> tuple[str | None, float, float]:
         import numpy as np
         import torch
         task, sizes = self.task, cfg.size_dict
         up = {n: t.double() if t.dtype.is_floating_point else t for n, t in inputs.items()}
         refs = task.call_reference(up, sizes)
         worst_abs = worst_rel = 0.0
-        call = {0: "first call", 1: "second call, same buffers, new inputs", 2: "third call, new buffers"}[variant]
         for spec, ref in zip(task.outputs, refs):
             shape = task.shape(spec, sizes)
             mapped = torch.from_file(files[spec.name], shared=True, size=_numel(shape), dtype=getattr(torch, spec.dtype))
@@ -323,6 +363,9 @@ class Checker:
                         f"(atol={task.atol:g}, rtol={task.rtol:g}); worst at {idx}: got {float(out64.reshape(-1)[flat]):.6g}, "
                         f"expected {float(ref.reshape(-1)[flat]):.6g} ({call})", worst_abs, worst_rel)
         return None, worst_abs, worst_rel
+
+
+_CALLS = {0: "first call", 1: "second call, same buffers, new inputs", 2: "third call, new buffers"}
 
 
 def _first(mask) -> tuple[int, ...]:

@@ -55,12 +55,12 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> dict
     `stream` replaces the operators with a fixed sequence of sources (no seeds, no mutation): the same
     pipeline judges exactly those candidates — what `experiments/bench_throughput.py` measures."""
     task = load_task(cfg.task.name)
-    store, resumed = _open_store(cfg, run_dir, task)
     _start_ray(cfg)
     target = _target(cfg)
     shapes = cfg.task.shapes or ("bench" if target == "cuda" else "small")
     if shapes not in task.shape_sets:
         raise ConfigError(f"config field 'task.shapes': task {task.name} has no shape set {shapes!r}")
+    store, resumed = _open_store(cfg, run_dir, task)      # only once the configuration is known to be good
     options = Options(target=target, abi=ABI, shapes=shapes, timeout=cfg.search.timeout_s,
                       baselines=tuple(cfg.search.baselines), reps=cfg.search.reps, budget_s=cfg.search.budget_s,
                       threads=cfg.resources.worker_threads)
@@ -149,12 +149,12 @@ class Driver:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         n = r.evaluators or (gpus if opts.target == "cuda" else 1)
         resources = {"num_gpus": 1} if opts.target == "cuda" else {}
-        return [actors.Evaluator.options(num_cpus=r.cpus_per_evaluator, **resources).remote(self.task.name, opts)
+        return [actors.Evaluator.options(num_cpus=r.cpus_per_evaluator, **resources).remote(self.task.ref, opts)
                 for _ in range(n)]
 
     def restore(self, resumed: bool) -> None:
         """Rebuilds the population from the store; re-queues unfinished candidates; seeds a new run."""
-        if resumed:
+        if resumed and self.store.candidates():      # a run killed before its seeds were stored is seeded anew
             done = self.store.finished()
             self.population = Population.restore(self.population.config, [(r.candidate, r.outcome) for r in done])
             self.finished = len(done)

@@ -132,6 +132,11 @@ class Task:
     reference: Callable[..., Any] = field(repr=False, compare=False)
     baseline: Callable[..., Any] = field(repr=False, compare=False)
 
+    @property
+    def ref(self) -> str:
+        """How another process (or node) finds this task: its name if it ships with kevolve, else its folder."""
+        return self.name if self.dir == (TASKS_DIR / self.name).resolve() else str(self.dir)
+
     # ---- shapes and sizes
     def configs(self, shape_set: str) -> tuple[Config, ...]:
         if shape_set not in self.shape_sets:
@@ -220,7 +225,7 @@ def list_tasks() -> list[str]:
 def load_task(name: str | Path) -> Task:
     """Loads a task by name (a folder of `tasks/`) or by path; raises TaskError saying what to fix."""
     path = Path(name)
-    folder = path if (path / "task.yaml").exists() else TASKS_DIR / str(name)
+    folder = (path if (path / "task.yaml").exists() else TASKS_DIR / str(name)).resolve()
     if not (folder / "task.yaml").exists():
         raise TaskError(f"unknown task {str(name)!r}; known tasks: {', '.join(list_tasks()) or '(none)'}")
     where = folder / "task.yaml"

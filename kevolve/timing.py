@@ -50,8 +50,11 @@ def _llc_bytes() -> int:
 
 
 def interleaved(fns: dict[str, Callable[[int], None]], device: str, reps: int = 100, budget_s: float = 1.0,
-                rotate: int = 1, warmup: int = 3, min_reps: int = 5) -> dict[str, list[float]]:
+                rotate: int = 1, warmup: int = 3, min_reps: int = 5,
+                prepare: dict[str, Callable[[int], None]] | None = None) -> dict[str, list[float]]:
     """Times each `fn(k)` (k = input set) interleaved; stops at `reps` or when `budget_s` is spent.
+    `prepare[name](k)` runs before each of that function's calls, outside the timed interval (the
+    harness poisons the kernel's outputs there, so a timed call cannot skip work a checked call does).
 
     Each sample is max(stream time, device time - synchronisation cost): the stream time (start and end
     events around the call on the given stream) is exact for work on that stream, and a lower bound that
@@ -73,6 +76,8 @@ def interleaved(fns: dict[str, Callable[[int], None]], device: str, reps: int = 
     for r in range(reps):
         order = names[r % len(names):] + names[:r % len(names)]
         for n in order:
+            if prepare and n in prepare:
+                prepare[n](r % rotate)
             raw[n].append(timer(lambda: fns[n](r % rotate)))
         null.append(timer(lambda: None))
         if r + 1 >= min_reps and time.perf_counter() - start > budget_s * len(names):
@@ -86,7 +91,8 @@ def _cuda_timer(flush):
     start, end, after_sync = (torch.cuda.Event(enable_timing=True) for _ in range(3))
 
     def timed(call) -> tuple[float, float]:
-        flush.zero_()                     # the launch below is enqueued while the flush runs
+        flush.zero_()
+        torch.cuda.synchronize()          # nothing (a side stream's work included) may start before `start`
         start.record()
         call()
         end.record()

@@ -19,15 +19,19 @@ from dataclasses import dataclass
 RULES: tuple[tuple[str, str, str], ...] = (
     ("thread", r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_\w+|\bthrd_create\b|\bclone\s*\(",
      "starts a thread: work outside the call escapes timing and correctness checks (use OpenMP or CUDA)"),
-    ("process", r"(?<![\w.>])(fork|vfork|execl|execlp|execle|execv|execvp|execvpe|system|popen|posix_spawn\w*|daemon)\s*\(",
+    ("process", r"(?<![\w.>])(fork|vfork|execl|execlp|execle|execv|execvp|execvpe|execve|fexecve|execveat|system|"
+                r"popen|posix_spawn\w*|daemon)\s*\(",
      "starts or replaces a process"),
-    ("file", r"(?<![\w.>])(fopen|freopen|fdopen|open|openat|creat|unlink|mkdir|rmdir|opendir|readlink|truncate)\s*\(|"
+    ("file", r"(?<![\w.>])(fopen|freopen|fdopen|open|openat|creat|unlink|unlinkat|mkdir|rmdir|opendir|readlink|"
+             r"truncate|ftruncate|stat|lstat|fstat|access|chmod|chown|symlink|link)(64)?\s*\(|"
+             r"(?<![\w.>])(read|write|pread|pwrite|readv|writev|close|lseek|dup|dup2|dup3|fcntl|ioctl|pipe|pipe2|"
+             r"sendfile|splice|tee|fsync|fdatasync)(64)?\s*\(|"
              r"(?<!std::)(?<![\w.>])(remove|rename)\s*\(|"
              r"\bstd\s*::\s*[io]?fstream\b|\b[io]?fstream\b|\bstd\s*::\s*filesystem\b|\bFILE\s*\*",
      "touches files: a kernel reads only its arguments"),
     ("socket", r"(?<![\w.>])(socket|connect|bind|listen|accept|sendto|recvfrom|getaddrinfo|gethostbyname)\s*\(",
      "opens a network connection"),
-    ("environment", r"\b(getenv|secure_getenv|setenv|putenv|unsetenv|environ)\b",
+    ("environment", r"\b(getenv|secure_getenv|setenv|putenv|unsetenv|clearenv|_*environ)\b",
      "reads or changes the environment (which holds no secrets, but a kernel has no use for it)"),
     ("dynamic-loading", r"\b(dlopen|dlsym|dlmopen|dlvsym)\b", "loads code at run time"),
     ("syscall", r"\bsyscall\b|\bsysenter\b|\bint\s*\$?0x80\b|\b__NR_\w+", "makes a raw system call"),
@@ -37,8 +41,10 @@ RULES: tuple[tuple[str, str, str], ...] = (
      "maps memory outside the harness's buffers"),
     ("process-exit", r"(?<![\w.>])(exit|_exit|_Exit|abort|quick_exit|atexit|at_quick_exit)\s*\(",
      "ends or hooks the process; return a nonzero status instead"),
-    ("constructor", r"__attribute__\s*\(\(\s*(constructor|destructor)",
+    ("constructor", r"__attribute__\s*\(\(\s*(constructor|destructor|init_priority)",
      "runs code at load time, outside the harness's call"),
+    ("symbol-alias", r"\b(weakref|alias|ifunc|symver)\s*\(|\)\s*(__asm__|__asm|asm)\s*\(",
+     "binds a name to another symbol (a way to reach C functions without declaring them)"),
     ("host-memory", r"\bcudaMallocManaged\b|\bcudaHostAlloc\b|\bcudaMallocHost\b|\bcudaHostRegister\b",
      "allocates managed or pinned host memory; use the workspace the harness passes"),
     ("device-reset", r"\bcudaDeviceReset\b|\bcudaSetDevice\b|\bcudaDeviceSetLimit\b|\bcudaSetDeviceFlags\b",
@@ -90,8 +96,27 @@ class Verdict:
         return None if self.ok else "; ".join(str(v) for v in self.violations[:5])
 
 
+def normalize(src: str) -> str:
+    """What the compiler's first phases see: line splices joined (the line count kept, so reported line
+    numbers stay right) and `%:` digraphs spelled `#` (so `%:define`, `%:%:` and `%:include` are checked)."""
+    out: list[str] = []
+    logical, joined = "", 0
+    for line in src.split("\n"):
+        if line.endswith("\\"):
+            logical, joined = logical + line[:-1], joined + 1
+            continue
+        out.append(logical + line)
+        out.extend([""] * joined)
+        logical, joined = "", 0
+    if joined:
+        out.append(logical)
+        out.extend([""] * (joined - 1))
+    return "\n".join(out).replace("%:", "#")
+
+
 def blank_comments_and_strings(src: str) -> str:
-    """Replaces comments and string/char literals with spaces, keeping line numbers and columns."""
+    """Replaces comments and string/char literals (raw strings too) with spaces, keeping lines and columns.
+    A `'` inside a number is a digit separator (1'000), not a character literal."""
     out, i, n = [], 0, len(src)
     while i < n:
         c, nxt = src[i], src[i + 1] if i + 1 < n else ""
@@ -102,7 +127,14 @@ def blank_comments_and_strings(src: str) -> str:
         elif c == "/" and nxt == "*":
             j = src.find("*/", i + 2)
             j = n if j < 0 else j + 2
-            out.append("".join(ch if ch == "\n" else " " for ch in src[i:j])); i = j
+            out.append(_spaces(src[i:j])); i = j
+        elif c == '"' and re.search(r"(?<![\w])(u8|[uUL])?R$", src[max(0, i - 3):i]):
+            m = re.match(r'"([^ ()\\\t\n]{0,16})\(', src[i:])
+            close = src.find(f"){m.group(1)}\"", i) if m else -1
+            j = n if close < 0 else close + len(m.group(1)) + 2
+            out.append('"' + _spaces(src[i + 1:j - 1]) + '"'); i = j
+        elif c == "'" and _in_number(src, i):
+            out.append(c); i += 1
         elif c in "\"'":
             j = i + 1
             while j < n and src[j] != c and src[j] != "\n":
@@ -114,10 +146,24 @@ def blank_comments_and_strings(src: str) -> str:
     return "".join(out)
 
 
+def _spaces(text: str) -> str:
+    return "".join(ch if ch == "\n" else " " for ch in text)
+
+
+def _in_number(src: str, i: int) -> bool:
+    """Is the `'` at i a digit separator: inside a token that starts with a digit, with a digit after?"""
+    j = i
+    while j > 0 and (src[j - 1].isalnum() or src[j - 1] in "_."):
+        j -= 1
+    return j < i and src[j].isdigit() and i + 1 < len(src) and src[i + 1].isalnum()
+
+
 def check(source: str, target: str, abi: str = "c") -> Verdict:
     """Applies every static rule; returns all violations found."""
-    code = blank_comments_and_strings(source)
-    lines, raw_lines = code.splitlines(), source.splitlines()
+    text = normalize(source)
+    code = blank_comments_and_strings(text)
+    lines, raw_lines = code.split("\n"), source.split("\n")
+    text_lines = text.split("\n")
     found: list[Violation] = []
 
     def add(rule: str, lineno: int, reason: str) -> None:
@@ -132,15 +178,32 @@ def check(source: str, target: str, abi: str = "c") -> Verdict:
                 add(name, lineno, reason)
         if "##" in line or re.search(r"^\s*#\s*(include_next|import|pragma\s+(push_macro|pop_macro))\b", line):
             add("preprocessor", lineno, "token pasting, #import or macro stacking can assemble a forbidden name")
-    for lineno, raw in enumerate(raw_lines, 1):       # includes: read from the raw text (strings blanked above)
-        m = re.match(r"\s*#\s*include\s*([<\"])([^>\"]+)[>\"]", raw)
-        if m:
-            reason = _include_problem(m.group(1), m.group(2).strip(), target, abi)
+        if re.match(r"\s*#\s*include\b", line):   # a directive in code, not in a comment
+            m = re.match(r"\s*#\s*include\s*([<\"])([^>\"]+)[>\"]", text_lines[lineno - 1])
+            reason = (_include_problem(m.group(1), m.group(2).strip(), target, abi) if m else
+                      "#include must name a header in <...> (a computed include could name any file)")
             if reason:
                 add("include", lineno, reason)
+    for lineno, name in _foreign_declarations(code):
+        add("extern-c", lineno, f'extern "C" declares `{name}`: only the entry point (forward/backward) may be '
+                                "extern \"C\" — declaring C functions yourself reaches what the headers don't give")
     if not source.strip():
         found.append(Violation("empty", 1, "", "the source is empty"))
     return Verdict(not found, tuple(found))
+
+
+def _foreign_declarations(code: str) -> list[tuple[int, str]]:
+    """extern "C" items other than `forward`/`backward` (functions, variables, blocks)."""
+    out = []
+    for m in re.finditer(r'\bextern\s*"\s*"', code):
+        rest = code[m.end():]
+        stop = re.search(r"[({;]", rest)
+        head = rest[:stop.start()] if stop else rest
+        names = re.findall(r"[A-Za-z_]\w*", head)
+        name = names[-1] if names else "{ ... }"
+        if not stop or stop.group() != "(" or name not in ("forward", "backward"):
+            out.append((code.count("\n", 0, m.start()) + 1, name))
+    return out
 
 
 def _include_problem(kind: str, header: str, target: str, abi: str) -> str | None:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from kevolve import build as builder
 from kevolve import sandbox
-from kevolve.harness import Options, WorkerProcess, evaluate
+from kevolve.harness import Options, WorkerProcess, evaluate, judge
 from kevolve.results import Evaluation
 from kevolve.task import load_task
 
@@ -82,7 +83,7 @@ HOSTILE = [
     ("static_fstream.cpp", "verify", ["static rule", ": include:", "<fstream>"], None),
     ("static_syscall.cpp", "verify", ["static rule", ": syscall:"], None),
     ("static_dlopen.cpp", "verify", ["static rule", ": dynamic-loading:"], None),
-    ("wrong_name.cpp", "load", ["exports no", "forward"], None),
+    ("wrong_name.cpp", "verify", ["extern-c", "layernorm_forward"], None),
     ("compile_error.cpp", "build", ["undeclared_status_variable"], None),
 ]
 
@@ -242,10 +243,7 @@ def test_worker_process_environment_holds_no_secret(monkeypatch):
     assert worker.proc.poll() is not None
 
 
-# ---------------------------------------------------------------------- known holes (harness bugs)
-@pytest.mark.xfail(strict=True, reason="harness bug: timed calls are never checked and their outputs are not "
-                   "poisoned, so a kernel that skips work unless the output holds NaN times as ~free "
-                   "(kevolve/worker.py Worker.time / kevolve/timing.py)")
+# ---------------------------------------------------------------------- holes that once existed
 def test_timed_calls_do_the_work():
     one = load_task(ONE)
     honest = evaluate(one, one.seed_path("cpu").read_text(), TIMED)
@@ -255,26 +253,29 @@ def test_timed_calls_do_the_work():
         assert cheat.measurements[0].kernel.median >= 0.25 * honest.measurements[0].kernel.median
 
 
-@pytest.mark.xfail(strict=True, reason="harness bug: a kernel can write a forged JSON reply to the worker's "
-                   "protocol pipe (fd 3) and the evaluator takes it as the 'time' answer "
-                   "(kevolve/harness.py WorkerProcess.call; kevolve/verify.py allows write())")
 def test_kernel_cannot_forge_the_protocol():
+    """The static rules refuse its `extern "C" write`; built and judged anyway, the nonce exposes it."""
     ev = evaluate(load_task(ONE), source("forge_protocol.cpp"), TIMED)
-    assert not ev.correct or ev.speedup_eager < 1000, ev.measurements
+    assert not ev.correct and ev.stage == "verify" and "extern-c" in ev.failure, ev.failure
+    built = builder.build(source("forge_protocol.cpp"), "cpu")
+    assert built.ok, built.error
+    ev = judge(load_task(ONE), built.lib_path, TIMED)
+    assert not ev.correct and "protocol" in ev.failure, ev.failure
 
 
-@pytest.mark.xfail(strict=True, reason="harness bug: a crash while the library loads (a C++ dynamic "
-                   "initialiser) is reported as stage 'correctness' at the first configuration, not 'load' "
-                   "(kevolve/harness.py judge: WorkerDied from the 'init' call)")
+def test_a_library_without_the_entry_point_is_a_load_verdict(tiny):
+    """Past the static rules (judged directly), a library lacking `forward` fails to load, saying so."""
+    built = builder.build("extern \"C\" int backward() { return 0; }\n", "cpu")
+    ev = judge(tiny, built.lib_path, FAST)
+    assert not ev.correct and ev.stage == "load" and "exports no" in ev.failure, ev.failure
+
+
 def test_crash_while_loading_is_a_load_verdict(tiny):
     ev = judged(tiny, "crash_at_load.cpp")
     assert not ev.correct and "crash" in ev.failure
     assert ev.stage == "load", (ev.stage, ev.failure)
 
 
-@pytest.mark.xfail(strict=True, reason="harness bug: load_task keeps a relative folder path and judge hands it "
-                   "to a worker whose cwd is the temp dir, which then cannot find the task "
-                   "(kevolve/task.py load_task: resolve the folder)")
 def test_task_loaded_by_relative_path(monkeypatch):
     monkeypatch.chdir(HERE.parent)
     task = load_task(os.path.relpath(ONE, HERE.parent))
