@@ -100,5 +100,7 @@ class TorchKernel:
             dst = outputs[spec.name]
             if tuple(r.shape) != tuple(dst.shape) and r.numel() != dst.numel():
                 raise ValueError(f"output {spec.name}: returned shape {tuple(r.shape)}, expected {tuple(dst.shape)}")
+            if r.dtype != dst.dtype:
+                raise ValueError(f"output {spec.name}: returned dtype {r.dtype}, expected {dst.dtype}")
             dst.copy_(r.reshape(dst.shape))
         return 0

@@ -305,6 +305,8 @@ class Checker:
                                    "(nondeterministic generator?) — please report this")
             if reply["rc"] != 0:
                 return fail(f"the kernel returned {reply['rc']} (call {variant + 1})")
+            if reply.get("overruns"):
+                return fail(f"wrote past the end of {', '.join(reply['overruns'])} (call {variant + 1})")
             changed = [n for n in mine if reply["after"][n] != mine[n]]
             if changed:
                 return fail(f"input {', '.join(changed)} modified by the kernel (call {variant + 1})")

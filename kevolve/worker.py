@@ -88,8 +88,10 @@ class Worker:
         self._sync()
         seconds = time.perf_counter() - start
         after = {n: digest(t) for n, t in buf["inputs"].items()}
+        overruns = self._overruns(buf)
         files = self._export(buf["outputs"], config, variant)
         return {"rc": int(rc), "before": before, "after": after, "outputs": files, "seconds": seconds,
+                "overruns": overruns,
                 "pointers": {n: t.data_ptr() for n, t in buf["inputs"].items()}}
 
     def prepare(self, config: int, baselines: list[str]) -> dict:
@@ -158,11 +160,31 @@ class Worker:
         return {"n": len(self._configs)}
 
     def _allocate(self, sizes: dict) -> dict:
+        """Every buffer is followed by a poisoned guard zone; `_overruns` says which ones were written."""
         import torch
-        t = self.task
-        mk = lambda s: torch.empty(t.shape(s, sizes), dtype=getattr(torch, s.dtype), device=self.device)  # noqa: E731
-        return {"inputs": {s.name: mk(s) for s in t.inputs}, "outputs": {s.name: mk(s) for s in t.outputs},
-                "workspace": torch.empty(t.workspace(sizes), dtype=torch.uint8, device=self.device)}
+        t, guards = self.task, {}
+
+        def mk(name: str, shape: tuple, dtype) -> "torch.Tensor":
+            n = 1
+            for d in shape:
+                n *= d
+            flat = torch.empty(n + GUARD, dtype=dtype, device=self.device)
+            guards[name] = flat[n:]
+            _poison(guards[name])
+            return flat[:n].view(shape)
+        return {"inputs": {s.name: mk(s.name, t.shape(s, sizes), getattr(torch, s.dtype)) for s in t.inputs},
+                "outputs": {s.name: mk(s.name, t.shape(s, sizes), getattr(torch, s.dtype)) for s in t.outputs},
+                "workspace": mk("workspace", (t.workspace(sizes),), torch.uint8), "guards": guards}
+
+    @staticmethod
+    def _overruns(buf: dict) -> list[str]:
+        import torch
+        bad = []
+        for name, g in buf["guards"].items():
+            intact = torch.isnan(g).all() if g.dtype.is_floating_point else (g == _POISON_INT.get(g.dtype, 0xFF)).all()
+            if not bool(intact):
+                bad.append(name)
+        return bad
 
     def _timed_kernel(self, buf: dict, sizes: dict, stream) -> None:
         outputs = buf["outputs"] if self.abi == "c" else None
@@ -204,14 +226,18 @@ class Worker:
         return timing.copy_bandwidth(self.device)
 
 
+GUARD = 4096                                # elements of poison after every buffer
+_POISON_INT: dict = {}
+
+
 def _poison(t) -> None:
     import torch
+    if not _POISON_INT:
+        _POISON_INT.update({torch.int64: -(2**31) + 7, torch.int32: -(2**31) + 7, torch.uint8: 0xFF})
     if t.dtype.is_floating_point:
         t.fill_(float("nan"))
-    elif t.dtype == torch.uint8:
-        t.fill_(0xFF)                       # workspace: all-ones bytes, NaN as float32
     else:
-        t.fill_(-(2**31) + 7)
+        t.fill_(_POISON_INT.get(t.dtype, 0xFF))   # workspace bytes 0xFF read as float32 are NaN
 
 
 class _fill_uninitialized:
