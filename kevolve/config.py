@@ -40,7 +40,8 @@ class SearchConfig:
     in_flight: Optional[int] = None      # candidates between mutation and verdict; None: 2 per evaluator + builders
     timeout_s: float = 60.0              # per call that runs candidate code
     reps: int = 50                       # timing: at most this many calls per function and configuration
-    budget_s: float = 0.3                # timing: or this many seconds per function and configuration
+    budget_s: float = 0.15               # timing: or this many seconds per function and configuration
+    time_inits: str = "first"            # time one initialisation per shape (first), or every one (all)
     baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])
 
 
@@ -53,6 +54,8 @@ class ResourcesConfig:
     cpus_per_evaluator: float = 1.0
     worker_threads: Optional[int] = None # CPU target: threads a kernel's OpenMP may use (None: all cores)
     num_cpus: Optional[int] = None       # local Ray only: CPUs to give it (None: all)
+    builder_resources: dict[str, float] = field(default_factory=dict)    # custom Ray resources a build needs
+    evaluator_resources: dict[str, float] = field(default_factory=dict)  # ... and an evaluator (node placement)
 
 
 @dataclass
@@ -119,10 +122,14 @@ def validate(c: Config) -> None:
     known_ops = {"knob", "translate", "optimize", "crossover", "repair", "meta"}
     unknown = set(s.operators) - known_ops
     need(not unknown, "search.operators", sorted(unknown), f"operators among {sorted(known_ops)}")
+    need(s.time_inits in ("first", "all"), "search.time_inits", s.time_inits, "first or all")
     need(set(s.baselines) <= {"eager", "compile"}, "search.baselines", list(s.baselines), "a subset of [eager, compile]")
     r = c.resources
     need(r.evaluators is None or r.evaluators >= 1, "resources.evaluators", r.evaluators, "null or an integer >= 1")
     need(r.builders is None or r.builders >= 1, "resources.builders", r.builders, "null or an integer >= 1")
+    for key in ("builder_resources", "evaluator_resources"):
+        need(all(v > 0 for v in getattr(r, key).values()), f"resources.{key}", dict(getattr(r, key)),
+             "custom Ray resource amounts > 0, e.g. {builder: 1}")
     need(r.cpus_per_evaluator > 0, "resources.cpus_per_evaluator", r.cpus_per_evaluator, "a number > 0")
     need(c.llm.provider in ("none", "openai", "gemini"), "llm.provider", c.llm.provider, "none, openai or gemini")
     llm_ops = set(s.operators) - {"knob"}

@@ -52,6 +52,7 @@ class Options:
     budget_s: float = 0.5          # ...or until this many seconds per function are spent
     rotate: int = 3                # input sets the timed calls rotate through
     time_kernel: bool = True
+    time_inits: str = "all"        # time every (shape, init), or "first": one init per shape (the search's default)
     gpu: int | None = None         # CUDA device index the evaluator owns (None: what CUDA_VISIBLE_DEVICES gives)
     threads: int | None = None     # CPU threads for the worker (None: all)
 
@@ -232,11 +233,12 @@ def _exchange_root() -> str | None:
 
 def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Measurement], options: Options,
               bandwidth: float, checker: "Checker") -> tuple[list[Measurement], Measurement | None]:
-    """Times one configuration per (shape, init): the first seed's. Returns the measurements, and the
+    """Times one configuration per (shape, init) — per shape with time_inits="first" — the first seed's.
+    Returns the measurements, and the
     configuration whose last timed call gave a wrong answer, if any (timed calls must compute too)."""
     out, timed = [], set()
     for i, (cfg, m) in enumerate(zip(configs, measurements)):
-        key = (cfg.shape_id, cfg.init)
+        key = (cfg.shape_id, cfg.init if options.time_inits == "all" else "")
         if key in timed:
             out.append(m)
             continue

@@ -63,6 +63,7 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> dict
     store, resumed = _open_store(cfg, run_dir, task)      # only once the configuration is known to be good
     options = Options(target=target, abi=ABI, shapes=shapes, timeout=cfg.search.timeout_s,
                       baselines=tuple(cfg.search.baselines), reps=cfg.search.reps, budget_s=cfg.search.budget_s,
+                      time_inits=cfg.search.time_inits,
                       threads=cfg.resources.worker_threads)
     driver = Driver(cfg, task, store, options, run_dir, stream)
     try:
@@ -72,6 +73,7 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> dict
         driver.stop("interrupted (Ctrl-C)")
     finally:
         driver.cancel_in_flight()
+        driver.release_actors()
     summary = driver.summary()
     store.log_event("finish", summary)
     store.close()
@@ -149,6 +151,8 @@ class Driver:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         n = r.evaluators or (gpus if opts.target == "cuda" else 1)
         resources = {"num_gpus": 1} if opts.target == "cuda" else {}
+        if r.evaluator_resources:
+            resources["resources"] = dict(r.evaluator_resources)
         return [actors.Evaluator.options(num_cpus=r.cpus_per_evaluator, **resources).remote(self.task.ref, opts)
                 for _ in range(n)]
 
@@ -278,7 +282,8 @@ class Driver:
             return self._finish(c, Outcome(0.0, False, False, f"static rule: {verdict.reason}"))
         self.store.set_stage(c.id, "verified", verdict=verdict, timings={"verify": seconds})
         job.stage, job.started = "build", time.perf_counter()
-        self.jobs[actors.build_task.remote(c.source, self.options.target, ABI, self.arch)] = job
+        builder = actors.build_task.options(resources=dict(self.cfg.resources.builder_resources) or None)
+        self.jobs[builder.remote(c.source, self.options.target, ABI, self.arch)] = job
 
     def _after_build(self, job: Job, result) -> None:
         b, data = result
@@ -351,6 +356,11 @@ class Driver:
         self.jobs.clear()
         self.queue.clear()
         self.load = [0] * len(self.evaluators)
+
+    def release_actors(self) -> None:
+        """Frees this run's actors (a multirun starts the next job in the same Ray)."""
+        for actor in self.evaluators + [self.mutator, self.verifier]:
+            ray.kill(actor)
 
     # ------------------------------------------------------------------ output
     def _write_best(self, c: Candidate) -> None:

@@ -376,8 +376,6 @@ def test_build_on_one_node_judge_on_another(cluster, tmp_path):
     assert keys <= installed | {b.key}, "an evaluated library did not come through the object store"
 
 
-@pytest.mark.xfail(strict=True, reason="kevolve has no option to place builders or evaluators on chosen nodes "
-                                       "(resources.builder_resources / resources.evaluator_resources)")
 def test_placement_of_builders_and_evaluators_is_configurable():
     from kevolve.config import ResourcesConfig
     fields = ResourcesConfig.__dataclass_fields__
@@ -473,3 +471,18 @@ def test_resume_of_a_missing_run_is_an_error(local_ray, tmp_path):
     from kevolve.store import StoreError
     with pytest.raises(StoreError):
         search.run(make_config(resume=tmp_path / "nothing"), tmp_path / "nothing")
+
+
+# ---------------------------------------------------------------------- multirun
+@pytest.mark.slow
+def test_multirun_gives_each_job_its_own_run_dir(tmp_path):
+    """`-m` sweeps run one search per job in one process, each in its own run directory."""
+    cmd = [sys.executable, "-m", "kevolve", "-m", f"task.name={TASK}", "resources.target=cpu", *FAST_ARGS,
+           "search.candidates=2", "search.seed=0,1", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    summaries = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert len(summaries) == 2
+    dirs = {s["run_dir"] for s in summaries}
+    assert len(dirs) == 2 and all((Path(d) / "kevolve.db").exists() for d in dirs)
+    assert all(s["candidates"] == 2 and s["best"] is not None for s in summaries)
