@@ -35,7 +35,8 @@ def main(cfg: DictConfig) -> int:
         if HydraConfig.get().mode.name == "RUN":
             sys.exit(2)
         raise
-    print(search.summary_text(summary, run_dir))
+    from kevolve.report import summary_text
+    print(summary_text(summary, run_dir))
     print(json.dumps(summary), flush=True)
     if HydraConfig.get().mode.name == "RUN" and summary["best"] is None:
         sys.exit(1)

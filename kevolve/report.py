@@ -4,7 +4,9 @@ Pure formatting of `Evaluation`s; nothing here measures or decides.
 """
 from __future__ import annotations
 
-from kevolve.results import Evaluation, Measurement
+from pathlib import Path
+
+from kevolve.results import Evaluation
 
 
 def _ms(x: float | None) -> str:
@@ -56,3 +58,27 @@ def evaluation_report(ev: Evaluation) -> str:
     else:
         lines.append(f"REJECTED at {ev.stage}: {ev.failure}")
     return "\n".join(lines)
+
+
+def summary_text(summary: dict, store_dir: Path) -> str:
+    """The table people read at the end: the best kernel per configuration, then where things are."""
+    lines = []
+    best = summary.get("best")
+    if best:
+        from kevolve.store import Store
+        with Store.open(store_dir, readonly=True) as store:
+            ev = Evaluation.from_json(store.get(best["id"]).evaluation)
+        header, rows = config_rows(ev, label="best")
+        lines += [f"best kernel {best['id']} ({best['operator']}) on {ev.device}:", table(rows, header),
+                  f"speedup {best['speedup']:.2f}x over the faster torch baseline "
+                  f"(eager {_x(best['speedup_eager'])}, compile {_x(best['speedup_compile'])})"]
+    else:
+        lines.append("no correct kernel was found")
+    lines += [f"candidates {summary['candidates']} ({summary['correct']} correct) in {summary['seconds']:.0f} s: "
+              f"{summary['candidates_per_minute']:.1f}/min, evaluators busy {100 * summary['evaluator_busy']:.0f}%; "
+              f"stopped: {summary['stopped']}",
+              f"run dir: {summary['run_dir']}"]
+    if best:
+        lines.append(f"best kernel: {best['kernel']}")
+    return "\n".join(lines)
+

@@ -28,7 +28,6 @@ from kevolve.build import SUFFIX
 from kevolve.config import Config, ConfigError
 from kevolve.harness import Options
 from kevolve.population import Candidate, Outcome, Population, PopulationConfig
-from kevolve.report import config_rows, table
 from kevolve.results import Evaluation
 from kevolve.store import Store
 from kevolve.task import Task, load_task
@@ -400,33 +399,6 @@ class Driver:
                            "floor_fraction": ev.floor_fraction}
         self.tracker.finish(out)
         return out
-
-
-def summary_text(summary: dict, store_dir: Path) -> str:
-    """The table people read at the end: the best kernel per configuration, then where things are."""
-    lines = []
-    best = summary.get("best")
-    if best:
-        store = Store.open(store_dir, readonly=True)
-        ev = Evaluation.from_json(store.get(best["id"]).evaluation)
-        store.close()
-        header, rows = config_rows(ev, label="best")
-        lines += [f"best kernel {best['id']} ({best['operator']}) on {ev.device}:", table(rows, header),
-                  f"speedup {best['speedup']:.2f}x over the faster torch baseline "
-                  f"(eager {best['speedup_eager']:.2f}x, compile {_fmt(best['speedup_compile'])})"]
-    else:
-        lines.append("no correct kernel was found")
-    lines += [f"candidates {summary['candidates']} ({summary['correct']} correct) in {summary['seconds']:.0f} s: "
-              f"{summary['candidates_per_minute']:.1f}/min, evaluators busy {100 * summary['evaluator_busy']:.0f}%; "
-              f"stopped: {summary['stopped']}",
-              f"run dir: {summary['run_dir']}"]
-    if best:
-        lines.append(f"best kernel: {best['kernel']}")
-    return "\n".join(lines)
-
-
-def _fmt(x) -> str:
-    return "-" if x is None else f"{x:.2f}x"
 
 
 def _clock(seconds: float) -> str:

@@ -68,7 +68,6 @@ class Worker:
 
     def check(self, config: int, variant: int, new_buffers: bool) -> dict:
         """One correctness call: NaN-poisoned outputs and workspace, inputs digested before and after."""
-        import torch
         task, cfg = self.task, self.task_configs[config]
         sizes = cfg.size_dict
         sets = self.buffers.setdefault(config, [])
