@@ -14,6 +14,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+import kevolve.config  # noqa: F401  (registers the resolvers conf/config.yaml uses)
+
 CONF = str(Path(__file__).resolve().parent.parent / "conf")
 _started = False          # set once Hydra has composed the config and handed it to us
 

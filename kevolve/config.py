@@ -8,6 +8,7 @@ what it got and what it accepts — before Ray starts or anything is built.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
@@ -16,6 +17,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 class ConfigError(ValueError):
     pass
+
+
+# conf/config.yaml names run directories after the task; a task given as a folder path by its last part
+OmegaConf.register_new_resolver("basename", lambda p: Path(str(p)).name, replace=True)
 
 
 @dataclass
@@ -104,7 +109,6 @@ def validate(c: Config) -> None:
         if not ok:
             raise ConfigError(f"config field {key!r}: got {got!r}; expected {accepts}")
 
-    from pathlib import Path
     from kevolve.task import list_tasks
     need(c.task.name in list_tasks() or (Path(c.task.name) / "task.yaml").is_file(), "task.name", c.task.name,
          f"one of {list_tasks()} or the path of a folder holding task.yaml")

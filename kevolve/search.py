@@ -135,6 +135,7 @@ class Driver:
         self.queue: list[Job] = []              # built, waiting for an evaluator
         self.load = [0] * len(self.evaluators)  # judgements outstanding per evaluator
         self.created = self.finished = self.correct = 0
+        self.proposing = 0                      # mutations in flight: candidates the budget already counts
         self.stage_seconds = {"mutate": 0.0, "verify": 0.0, "build": 0.0, "evaluate": 0.0}
         self.busy_seconds = 0.0
         self.failed_proposals = 0
@@ -211,7 +212,8 @@ class Driver:
             self.store.log_event("stop", {"reason": why})
 
     def _can_propose(self) -> bool:
-        return not self.stopped and self.created < self.cfg.search.candidates and self.failed_proposals < 200
+        return (not self.stopped and self.created + self.proposing < self.cfg.search.candidates
+                and self.failed_proposals < 200)
 
     def _propose(self) -> bool:
         """Starts one new candidate through an operator; False when the budget or the ideas ran out."""
@@ -232,6 +234,7 @@ class Driver:
         ref = self.mutator.mutate.remote(operator, parent.source, other, self.rng.getrandbits(63),
                                          self.cfg.search.knob_changes)
         self.jobs[ref] = Job("mutate", proposal={"parent": parent, "island": island, "operator": operator})
+        self.proposing += 1
         return True
 
     def _replay(self) -> bool:
@@ -254,6 +257,7 @@ class Driver:
 
     def _after_mutate(self, job: Job, result) -> None:
         source, meta, seconds = result
+        self.proposing -= 1
         self.stage_seconds["mutate"] += seconds
         p = job.proposal
         if source is None or not self.population.reserve(source):
@@ -337,6 +341,7 @@ class Driver:
                 self.queue.append(job)           # the evaluator restarts; judge the candidate again
                 return
         if job.candidate is None:
+            self.proposing -= 1
             self.failed_proposals += 1
             if isinstance(error, ValueError) or "needs an LLM" in str(error):
                 raise ConfigError(str(error).splitlines()[-1]) from None
@@ -354,6 +359,7 @@ class Driver:
                 pass
         self.jobs.clear()
         self.queue.clear()
+        self.proposing = 0
         self.load = [0] * len(self.evaluators)
 
     def release_actors(self) -> None:
