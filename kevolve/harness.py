@@ -184,6 +184,12 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
     exchange = Path(tempfile.mkdtemp(prefix="kevolve-", dir=_exchange_root()))
     worker = WorkerProcess(options)
     device_name, bandwidth, measurements = "", None, []
+
+    def verdict(stage: str = "done", failure: str | None = None, ms: list | None = None) -> Evaluation:
+        return Evaluation(**base, correct=failure is None, stage=stage, failure=failure,
+                          measurements=tuple(measurements if ms is None else ms),
+                          eval_seconds=time.perf_counter() - start, device=device_name, bandwidth_gbs=bandwidth,
+                          log=worker.stderr_text()[-4000:])
     try:
         try:
             info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_path, abi=options.abi,
@@ -191,8 +197,7 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
         except WorkerDied as e:            # a crash or hang while the library loads (static initialisers)
             info = {"error": f"{e.kind}: {e.detail}"}
         if "error" in info:
-            return Evaluation(**base, correct=False, stage="load", failure=f"load error: {info['error']}",
-                              eval_seconds=time.perf_counter() - start, log=worker.stderr_text()[-4000:])
+            return verdict("load", f"load error: {info['error']}")
         device_name, bandwidth = info["device"], info["bandwidth_gbs"]
         worker.call("set_configs", 60, shapes=options.shapes)
         checker = Checker(task, options)
@@ -200,25 +205,17 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
             m = checker.check_config(worker, i, cfg)
             measurements.append(m)
             if not m.correct:
-                return Evaluation(**base, correct=False, stage="correctness", failure=f"{cfg.id}: {m.failure}",
-                                  measurements=tuple(measurements), eval_seconds=time.perf_counter() - start,
-                                  device=device_name, bandwidth_gbs=bandwidth, log=worker.stderr_text()[-4000:])
+                return verdict("correctness", f"{cfg.id}: {m.failure}")
         if options.time_kernel:
             timed, wrong = _time_all(worker, task, configs, measurements, options, bandwidth, checker)
             if wrong is not None:
-                return Evaluation(**base, correct=False, stage="timing", failure=f"{wrong.config}: {wrong.failure}",
-                                  measurements=tuple(timed + [wrong]), eval_seconds=time.perf_counter() - start,
-                                  device=device_name, bandwidth_gbs=bandwidth, log=worker.stderr_text()[-4000:])
+                return verdict("timing", f"{wrong.config}: {wrong.failure}", timed + [wrong])
             measurements = timed
-        return Evaluation(**base, correct=True, measurements=tuple(measurements),
-                          eval_seconds=time.perf_counter() - start, device=device_name, bandwidth_gbs=bandwidth,
-                          log=worker.stderr_text()[-4000:])
+        return verdict()
     except WorkerDied as e:
         stage = "correctness" if len(measurements) < len(configs) or not options.time_kernel else "timing"
         where = configs[len(measurements)].id + ": " if len(measurements) < len(configs) else ""
-        return Evaluation(**base, correct=False, stage=stage, failure=f"{where}{e.kind}: {e.detail}",
-                          measurements=tuple(measurements), eval_seconds=time.perf_counter() - start,
-                          device=device_name, bandwidth_gbs=bandwidth)
+        return verdict(stage, f"{where}{e.kind}: {e.detail}")
     finally:
         worker.close()
         shutil.rmtree(exchange, ignore_errors=True)

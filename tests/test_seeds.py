@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -30,6 +29,7 @@ from kevolve.build import build, cuda_home
 from kevolve.harness import Options, evaluate
 from kevolve.task import Config, Task, list_tasks, load_task
 from kevolve.verify import check
+from test_tasks import worst_ratio  # the harness's tolerance test, shared
 
 TASKS = list_tasks()
 KEYS = {"cpu": ("cpu", "c"), "cuda": ("cuda", "c"), "torch-cuda": ("cuda", "torch"), "torch-cpu": ("cpu", "torch")}
@@ -84,17 +84,6 @@ def _guarded(shape: tuple[int, ...], dtype: torch.dtype, fill) -> tuple[torch.Te
     return buf, buf[PAD:PAD + n].view(shape)
 
 
-def _worst_ratio(t: Task, outs, refs) -> float:
-    """max over elements of |out - ref| / (atol + rtol |ref|), the harness's test; inf for NaN or Inf."""
-    worst = 0.0
-    for out, ref in zip(outs, refs):
-        out = out.double().reshape(ref.shape)
-        if not torch.isfinite(out).all():
-            return float("inf")
-        worst = max(worst, float(((out - ref).abs() / (t.atol + t.rtol * ref.abs())).max()))
-    return worst
-
-
 def run_kernel(t: Task, kernel: CKernel, configs, cuda_abi: bool = False) -> list[str]:
     """Calls the kernel on each configuration twice (new contents in the same buffers), outputs and workspace
     poisoned, every buffer between NaN guards; returns what went wrong."""
@@ -140,7 +129,7 @@ def run_kernel(t: Task, kernel: CKernel, configs, cuda_abi: bool = False) -> lis
                 if not torch.equal(ins[s.name], fresh[s.name]):
                     failures.append(f"{where}: changed input {s.name}")
             up = {k: v.double() if v.is_floating_point() else v for k, v in fresh.items()}
-            ratio = _worst_ratio(t, [outs[s.name] for s in t.outputs], t.call_reference(up, sizes))
+            ratio = worst_ratio(t, [outs[s.name] for s in t.outputs], t.call_reference(up, sizes))
             if ratio > 1:
                 failures.append(f"{where}: {ratio:.3g} x the tolerance")
     return failures
