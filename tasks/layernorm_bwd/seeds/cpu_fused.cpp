@@ -137,11 +137,9 @@ extern "C" int backward(const float* grad_out, const float* x, const float* weig
                     db[j] += (double)gv;
                 }
             }
-            if (G == 1) {
-                for (int64_t j = 0; j < n; ++j) { grad_weight[c0 + j] = (float)dw[j]; grad_bias[c0 + j] = (float)db[j]; }
-            } else {
-                for (int64_t j = 0; j < n; ++j) { dw_part[grp * N + c0 + j] = (float)dw[j]; db_part[grp * N + c0 + j] = (float)db[j]; }
-            }
+            float* dw_dst = G == 1 ? grad_weight + c0 : dw_part + grp * N + c0;
+            float* db_dst = G == 1 ? grad_bias + c0 : db_part + grp * N + c0;
+            for (int64_t j = 0; j < n; ++j) { dw_dst[j] = (float)dw[j]; db_dst[j] = (float)db[j]; }
         }
 
         if (G > 1) {

@@ -77,7 +77,8 @@ extern "C" int forward(const float* x, const float* weight, const float* bias, f
         for (int64_t b = 0; b < B; ++b) {
             const TileStats* ts = tiles + b * tpr;
             double mean = 0.0;
-            for (int64_t t = 0; t < tpr; ++t) mean += (double)(min64((t + 1) * tile_len, N) - t * tile_len) * ts[t].mean;
+            for (int64_t t = 0; t < tpr; ++t)
+                mean += (double)(min64((t + 1) * tile_len, N) - t * tile_len) * ts[t].mean;
             mean /= N;
             double m2 = 0.0;
             for (int64_t t = 0; t < tpr; ++t) {

@@ -161,6 +161,7 @@ extern "C" int forward(const float* x, const float* weight, const float* bias, f
     const bool vec = N % 4 == 0 && ((((uintptr_t)x | (uintptr_t)weight | (uintptr_t)bias | (uintptr_t)out) & 15) == 0);
     const int64_t col_blocks = (N + THREADS * ELEMS_PER_THREAD - 1) / (THREADS * ELEMS_PER_THREAD);
     const unsigned rows_y = (unsigned)(B < 65535 ? B : 65535);                  // gridDim.y
-    normalize<<<dim3((unsigned)col_blocks, rows_y), THREADS, 0, stream>>>(x, weight, bias, mean_of, rstd_of, out, B, N, vec);
+    normalize<<<dim3((unsigned)col_blocks, rows_y), THREADS, 0, stream>>>(x, weight, bias, mean_of, rstd_of, out,
+                                                                         B, N, vec);
     return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }

@@ -106,8 +106,8 @@ __global__ void __launch_bounds__(THREADS) rows_fused(const float* __restrict__ 
     }
 }
 
-__global__ void __launch_bounds__(THREADS) reduce_groups(const float* __restrict__ dw_part, float* __restrict__ grad_weight,
-                              int64_t N, int64_t G) {
+__global__ void __launch_bounds__(THREADS) reduce_groups(const float* __restrict__ dw_part,
+                                                         float* __restrict__ grad_weight, int64_t N, int64_t G) {
     const int64_t j = (int64_t)blockIdx.x * THREADS + threadIdx.x;
     if (j >= N) return;
     double dw = 0.0;
