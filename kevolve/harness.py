@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import os
 import secrets
 import selectors
@@ -264,17 +265,10 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
 
 def _rotations(task: Task, cfg: Config, options: Options) -> int:
     import torch
-    nbytes = sum(_numel(task.shape(s, cfg.size_dict)) * torch.empty(0, dtype=getattr(torch, s.dtype)).element_size()
+    nbytes = sum(math.prod(task.shape(s, cfg.size_dict)) * torch.empty(0, dtype=getattr(torch, s.dtype)).element_size()
                  for s in task.inputs + task.outputs)
     limit = (16 << 30) if options.target == "cuda" else (1 << 30)
     return max(1, min(options.rotate, limit // max(nbytes, 1)))
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 class Checker:
@@ -332,7 +326,7 @@ class Checker:
         worst_abs = worst_rel = 0.0
         for spec, ref in zip(task.outputs, refs):
             shape = task.shape(spec, sizes)
-            mapped = torch.from_file(files[spec.name], shared=True, size=_numel(shape), dtype=getattr(torch, spec.dtype))
+            mapped = torch.from_file(files[spec.name], shared=True, size=math.prod(shape), dtype=getattr(torch, spec.dtype))
             out = mapped.reshape(shape).to(self.device, copy=True)
             del mapped
             os.unlink(files[spec.name])

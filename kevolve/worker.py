@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import sys
 import time
@@ -164,9 +165,7 @@ class Worker:
         t, guards = self.task, {}
 
         def mk(name: str, shape: tuple, dtype) -> "torch.Tensor":
-            n = 1
-            for d in shape:
-                n *= d
+            n = math.prod(shape)
             flat = torch.empty(n + GUARD, dtype=dtype, device=self.device)
             guards[name] = flat[n:]
             _poison(guards[name])
