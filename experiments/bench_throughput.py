@@ -68,8 +68,8 @@ def main() -> None:
     for e in args.evaluators:
         s = measure(args, e, sources)
         rate = s["candidates_per_minute"]
-        if base is None:                     # one evaluator's rate (estimated if the first count isn't 1)
-            base = rate / e
+        if e == 1:                           # scaling is reported against a measured one-evaluator rate only
+            base = rate
         rows.append([e, s["candidates"], s["correct"], f"{s['seconds']:.0f}", f"{rate:.2f}",
                      f"{100 * s['evaluator_busy']:.0f}%", f"{rate / base:.2f}x" if base else "-",
                      " ".join(f"{k}={v:.0f}s" for k, v in s["stage_seconds"].items())])

@@ -5,7 +5,8 @@
 - `build_task`  — a Ray task on any CPU: compiles, returns the Build and the library's bytes, so a builder
                   and an evaluator may sit on different nodes (the bytes travel through the object store).
 - `Evaluator`   — owns one GPU (`num_gpus=1`) on cuda, or a CPU slot on cpu; writes the bytes into its node's
-                  build cache and calls `harness.judge`, which runs the kernel in a fresh worker process.
+                  build cache and calls `harness.judge`, which runs the kernel in a fresh worker process;
+                  it keeps a `harness.Reuse` (spare worker, cached references, recent baseline times).
 The driver (`kevolve.search`) routes all work; actors never call each other.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ import ray
 
 from kevolve import build as builder
 from kevolve import knobs, verify
-from kevolve.harness import Options, judge
+from kevolve.harness import Options, Reuse, judge
 from kevolve.results import Evaluation
 from kevolve.task import load_task
 
@@ -64,9 +65,10 @@ def build_task(source: str, target: str, abi: str, arch: str | None):
 class Evaluator:
     """One per GPU (or CPU slot). Each judgement runs in its own worker process; this actor survives it."""
 
-    def __init__(self, task_name: str, options: Options):
+    def __init__(self, task_name: str, options: Options, reference_gb: float = 0.0, baseline_refresh_s: float = 0.0):
         self.task = load_task(task_name)
         self.options = options
+        self.reuse = Reuse(options, int(reference_gb * (1 << 30)), baseline_refresh_s)
 
     def info(self) -> dict:
         import torch
@@ -89,5 +91,5 @@ class Evaluator:
             except OSError:
                 (tmp / "kernel.so").unlink(missing_ok=True)
                 tmp.rmdir()
-        ev = judge(self.task, str(path), self.options, module=module)
+        ev = judge(self.task, str(path), self.options, module=module, reuse=self.reuse)
         return ev, time.perf_counter() - start

@@ -32,7 +32,7 @@ class TaskConfig:
 @dataclass
 class SearchConfig:
     seed: int = 0                        # seeds every random choice of the search
-    candidates: int = 24                 # budget: candidates evaluated (seeds included)
+    candidates: int = 60                 # budget: candidates evaluated (seeds included)
     wall_time_s: float = 540.0           # budget: seconds of wall time, then the run stops cleanly
     dollars: Optional[float] = None      # budget: LLM spend in USD (None: no limit)
     islands: int = 2
@@ -42,12 +42,13 @@ class SearchConfig:
     tournament: int = 3                  # parent selection: tournament size
     operators: dict[str, float] = field(default_factory=lambda: {"knob": 1.0})   # operator -> weight
     knob_changes: int = 2                # knob operator: at most this many knobs changed per child
-    in_flight: Optional[int] = None      # candidates between mutation and verdict; None: 2 per evaluator + builders
+    in_flight: Optional[int] = None      # candidates between mutation and verdict; None: 4 per evaluator
     timeout_s: float = 60.0              # per call that runs candidate code
     reps: int = 50                       # timing: at most this many calls per function and configuration
     budget_s: float = 0.15               # timing: or this many seconds per function and configuration
     time_inits: str = "first"            # time one initialisation per shape (first), or every one (all)
     baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])
+    baseline_refresh_s: float = 300.0    # an evaluator re-times the baselines after this long (0: every candidate)
 
 
 @dataclass
@@ -59,6 +60,7 @@ class ResourcesConfig:
     cpus_per_evaluator: float = 1.0
     worker_threads: Optional[int] = None # CPU target: threads a kernel's OpenMP may use (None: all cores)
     num_cpus: Optional[int] = None       # local Ray only: CPUs to give it (None: all)
+    reference_cache_gb: Optional[float] = None   # per evaluator, float64 references kept (None: 16 on cuda, 2 on cpu)
     builder_resources: dict[str, float] = field(default_factory=dict)    # custom Ray resources a build needs
     evaluator_resources: dict[str, float] = field(default_factory=dict)  # ... and an evaluator (node placement)
 
@@ -134,6 +136,9 @@ def validate(c: Config) -> None:
     for key in ("builder_resources", "evaluator_resources"):
         need(all(v > 0 for v in getattr(r, key).values()), f"resources.{key}", dict(getattr(r, key)),
              "custom Ray resource amounts > 0, e.g. {builder: 1}")
+    need(r.reference_cache_gb is None or r.reference_cache_gb >= 0, "resources.reference_cache_gb",
+         r.reference_cache_gb, "null or a number of GiB >= 0")
+    need(s.baseline_refresh_s >= 0, "search.baseline_refresh_s", s.baseline_refresh_s, "seconds >= 0 (0: every candidate)")
     need(r.cpus_per_evaluator > 0, "resources.cpus_per_evaluator", r.cpus_per_evaluator, "a number > 0")
     need(c.llm.provider in ("none", "openai", "gemini"), "llm.provider", c.llm.provider, "none, openai or gemini")
     llm_ops = set(s.operators) - {"knob"}

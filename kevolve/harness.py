@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kevolve import build as builder
-from kevolve import verify
+from kevolve import exchange, verify
 from kevolve.results import Evaluation, Measurement, Stats
 from kevolve.sandbox import clean_env
 from kevolve.task import Config, Task
@@ -161,6 +161,79 @@ def _tail(text: str, lines: int = 12) -> str:
     return (":\n" + "\n".join(keep)) if keep else ""
 
 
+# ---------------------------------------------------------------------- what an evaluator keeps between judgements
+class References:
+    """Input digests and float64 reference outputs per (configuration, input variant), up to `max_bytes`.
+
+    Inputs are drawn from fixed seeds, so every candidate of a search is checked against the same
+    references; recomputing them is the evaluator's largest cost on small shapes. Entries are kept in the
+    order first needed and never evicted (the configurations are swept in order, so LRU would thrash);
+    what does not fit is computed each time."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.bytes, self.entries = max_bytes, 0, {}
+
+    def get(self, key, compute):
+        if key in self.entries:
+            return self.entries[key]
+        value = compute()
+        size = sum(t.numel() * t.element_size() for pair in value[1] for t in pair if t is not None)
+        if self.bytes + size <= self.max_bytes:
+            self.entries[key] = value
+            self.bytes += size
+        return value
+
+
+class BaselineTimes:
+    """torch eager / torch.compile times per configuration, reused for `refresh_s` seconds.
+
+    Baselines do not depend on the candidate; timing them for each one (and compiling torch.compile in
+    each fresh worker) is most of a search's judging time. Every `refresh_s` they are timed again,
+    interleaved with that candidate's kernel as `python -m kevolve.evaluate` always does."""
+
+    def __init__(self, refresh_s: float):
+        self.refresh_s, self.entries = refresh_s, {}
+
+    def get(self, config_id: str):
+        hit = self.entries.get(config_id)
+        return hit[1] if hit and time.monotonic() - hit[0] < self.refresh_s else None
+
+    def put(self, config_id: str, value) -> None:
+        self.entries[config_id] = (time.monotonic(), value)
+
+
+class Reuse:
+    """An evaluator's state across judgements: a spare worker process started while the last candidate
+    was judged (its Python and torch imports are done; no candidate code has touched
+    it), the reference cache and the baseline times."""
+
+    def __init__(self, options: Options, reference_bytes: int, baseline_refresh_s: float):
+        self.options = options
+        self.references = References(reference_bytes)
+        self.baselines = BaselineTimes(baseline_refresh_s) if baseline_refresh_s > 0 else None
+        self._spare: WorkerProcess | None = None
+
+    def worker(self) -> WorkerProcess:
+        """The spare if it is alive, else a new worker."""
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.proc.poll() is None:
+            return spare
+        if spare is not None:
+            spare.close()
+        return WorkerProcess(self.options)
+
+    def start_spare(self) -> None:
+        """Starts the next judgement's worker. `judge` calls this once its own worker has loaded, so the
+        spare's imports overlap the correctness calls, never the timed ones."""
+        if self._spare is None:
+            self._spare = WorkerProcess(self.options)
+
+    def close(self) -> None:
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
+
+
 # ---------------------------------------------------------------------- entry points
 def evaluate(task: Task, source: str, options: Options) -> Evaluation:
     """Static rules, build, then judge: the whole verdict on one source."""
@@ -177,38 +250,52 @@ def evaluate(task: Task, source: str, options: Options) -> Evaluation:
     return Evaluation(**{**ev.__dict__, "build_seconds": built.seconds})
 
 
-def judge(task: Task, lib_path: str, options: Options, module: str | None = None) -> Evaluation:
-    """Runs a built library in a fresh worker: correctness on every configuration, then timing."""
+def judge(task: Task, lib_path: str, options: Options, module: str | None = None,
+          reuse: "Reuse | None" = None) -> Evaluation:
+    """Runs a built library in a fresh worker: correctness on every configuration, then timing.
+
+    `reuse` (an evaluator's, kept across its judgements) supplies a worker started in advance, cached
+    float64 references and recently timed baselines; none of it is shared with, or reachable by, a kernel."""
     start = time.perf_counter()
     configs = task.configs(options.shapes)
     base = dict(task=task.name, target=options.target, abi=options.abi, shapes=options.shapes, compiled=True)
-    exchange = Path(tempfile.mkdtemp(prefix="kevolve-", dir=_exchange_root()))
-    worker = WorkerProcess(options)
+    files = Path(tempfile.mkdtemp(prefix="kevolve-", dir=exchange.files_root()))
+    worker = reuse.worker() if reuse else WorkerProcess(options)
     device_name, bandwidth, measurements = "", None, []
+    clock = _Phases()
 
     def verdict(stage: str = "done", failure: str | None = None, ms: list | None = None) -> Evaluation:
         return Evaluation(**base, correct=failure is None, stage=stage, failure=failure,
                           measurements=tuple(measurements if ms is None else ms),
                           eval_seconds=time.perf_counter() - start, device=device_name, bandwidth_gbs=bandwidth,
-                          log=worker.stderr_text()[-4000:])
+                          phases=clock.done(), log=worker.stderr_text()[-4000:])
     try:
         try:
-            info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_path, abi=options.abi,
-                               target=options.target, module=module, exchange=str(exchange), threads=options.threads)
+            with clock("load"):
+                info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_path, abi=options.abi,
+                                   target=options.target, module=module, exchange=str(files),
+                                   threads=options.threads)
         except WorkerDied as e:            # a crash or hang while the library loads (static initialisers)
             info = {"error": f"{e.kind}: {e.detail}"}
+        if reuse:
+            reuse.start_spare()
         if "error" in info:
             return verdict("load", f"load error: {info['error']}")
         device_name, bandwidth = info["device"], info["bandwidth_gbs"]
         worker.call("set_configs", 60, shapes=options.shapes)
-        checker = Checker(task, options)
+        if options.target == "cuda":
+            ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"))
+            worker.call("set_exchange", 60, ipc=ipc)
+        checker = Checker(task, options, clock, reuse.references if reuse else None)
         for i, cfg in enumerate(configs):
             m = checker.check_config(worker, i, cfg)
             measurements.append(m)
             if not m.correct:
                 return verdict("correctness", f"{cfg.id}: {m.failure}")
+        worker.call("release", 60)
         if options.time_kernel:
-            timed, wrong = _time_all(worker, task, configs, measurements, options, bandwidth, checker)
+            timed, wrong = _time_all(worker, task, configs, measurements, options, bandwidth, checker, clock,
+                                     reuse.baselines if reuse else None)
             if wrong is not None:
                 return verdict("timing", f"{wrong.config}: {wrong.failure}", timed + [wrong])
             measurements = timed
@@ -219,21 +306,40 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
         return verdict(stage, f"{where}{e.kind}: {e.detail}")
     finally:
         worker.close()
-        shutil.rmtree(exchange, ignore_errors=True)
+        shutil.rmtree(files, ignore_errors=True)
 
 
-def _exchange_root() -> str | None:
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > (8 << 30):
-        return shm
-    return None
+class _Phases:
+    """Wall seconds per judging phase: `load` (worker start, library load), `check` (the worker's correctness
+    calls and output export), `reference` (this process: inputs, float64 reference, comparison),
+    `baselines` (torch.compile per shape), `time` (interleaved timing). Tells where a slow judgement goes."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = collections.defaultdict(float)
+
+    def __call__(self, phase: str):
+        import contextlib
+
+        @contextlib.contextmanager
+        def timer():
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.seconds[phase] += time.perf_counter() - t0
+        return timer()
+
+    def done(self) -> dict[str, float]:
+        return dict(self.seconds)
 
 
 def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Measurement], options: Options,
-              bandwidth: float, checker: "Checker") -> tuple[list[Measurement], Measurement | None]:
+              bandwidth: float, checker: "Checker", clock: _Phases,
+              known_baselines: "BaselineTimes | None") -> tuple[list[Measurement], Measurement | None]:
     """Times one configuration per (shape, init) — per shape with time_inits="first" — the first seed's.
-    Returns the measurements, and the
-    configuration whose last timed call gave a wrong answer, if any (timed calls must compute too)."""
+    Baselines timed recently by this evaluator (`known_baselines`) are reused, and only the kernel is timed.
+    Returns the measurements, and the configuration whose last timed call gave a wrong answer, if any
+    (timed calls must compute too)."""
     out, timed = [], set()
     for i, (cfg, m) in enumerate(zip(configs, measurements)):
         key = (cfg.shape_id, cfg.init if options.time_inits == "all" else "")
@@ -241,11 +347,16 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
             out.append(m)
             continue
         timed.add(key)
-        prep = worker.call("prepare", 600 + options.timeout, config=i, baselines=list(options.baselines))
-        n_fns = 1 + len(options.baselines)
-        limit = options.timeout + 3 * options.budget_s * n_fns + 60
-        reply = worker.call("time", limit, config=i, reps=options.reps, budget_s=options.budget_s,
-                            baselines=list(options.baselines), rotate=_rotations(task, cfg, options))
+        known = known_baselines.get(cfg.id) if known_baselines is not None else None
+        wanted = [] if known else list(options.baselines)
+        prep = {}
+        if wanted:
+            with clock("baselines"):
+                prep = worker.call("prepare", 600 + options.timeout, config=i, baselines=wanted)
+        limit = options.timeout + 3 * options.budget_s * (1 + len(wanted)) + 60
+        with clock("time"):
+            reply = worker.call("time", limit, config=i, reps=options.reps, budget_s=options.budget_s,
+                                baselines=wanted, rotate=_rotations(task, cfg, options))
         if "error" in reply:
             raise WorkerDied("crash", f"while timing: {reply['error']}")
         if "outputs" in reply:
@@ -253,13 +364,17 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
             if why:
                 return out, Measurement(**{**m.__dict__, "correct": False, "failure": why})
         s = reply["samples"]
+        if known:
+            base_stats, notes = known
+        else:
+            base_stats = {b: Stats.of(s[b]) for b in ("eager", "compile") if b in s}
+            notes = {**prep.get("notes", {}), **reply.get("notes", {})}
+            if known_baselines is not None:
+                known_baselines.put(cfg.id, (base_stats, notes))
         floor_ms = task.floor(cfg.size_dict) / (bandwidth * 1e9) * 1e3 if bandwidth else None
-        notes = {**prep.get("notes", {}), **reply.get("notes", {})}
         failure = "; ".join(f"{k}: {v}" for k, v in notes.items()) or None
-        out.append(Measurement(**{**m.__dict__, "kernel": Stats.of(s["kernel"]),
-                                  "eager": Stats.of(s["eager"]) if "eager" in s else None,
-                                  "compile": Stats.of(s["compile"]) if "compile" in s else None,
-                                  "floor_ms": floor_ms, "failure": failure}))
+        out.append(Measurement(**{**m.__dict__, "kernel": Stats.of(s["kernel"]), "eager": base_stats.get("eager"),
+                                  "compile": base_stats.get("compile"), "floor_ms": floor_ms, "failure": failure}))
     return out, None
 
 
@@ -276,23 +391,43 @@ class Checker:
 
     CALLS = ((0, False), (1, False), (2, True))   # (variant, new buffers): fresh, same buffers new data, new buffers
 
-    def __init__(self, task: Task, options: Options):
-        self.task, self.options = task, options
+    def __init__(self, task: Task, options: Options, clock: _Phases | None = None,
+                 references: "References | None" = None):
+        self.task, self.options, self.clock = task, options, clock or _Phases()
+        self.references = references if references is not None else References(0)
         self.device = "cuda" if options.target == "cuda" else "cpu"
 
-    def check_config(self, worker: WorkerProcess, index: int, cfg: Config) -> Measurement:
+    def reference(self, cfg: Config, variant: int) -> tuple[dict, tuple]:
+        """The inputs' digests and, per output, the float64 reference and where it is finite (None: all of
+        it, the usual case) for inputs `variant` of `cfg`."""
+        import torch
         from kevolve.worker import digest
+
+        def compute():
+            inputs = self.task.make_inputs(cfg, self.device, variant)
+            up = {n: t.double() if t.dtype.is_floating_point else t for n, t in inputs.items()}
+            expected = []
+            for spec, r in zip(self.task.outputs, self.task.call_reference(up, cfg.size_dict)):
+                r = r.reshape(self.task.shape(spec, cfg.size_dict))
+                finite = torch.isfinite(r) if r.dtype.is_floating_point else None
+                expected.append((r, None if finite is None or bool(finite.all()) else finite))
+            return {n: digest(t) for n, t in inputs.items()}, tuple(expected)
+        with self.clock("reference"):
+            return self.references.get((cfg.id, variant), compute)
+
+    def check_config(self, worker: WorkerProcess, index: int, cfg: Config) -> Measurement:
         worst_abs = worst_rel = 0.0
         pointers = None
         for variant, new_buffers in self.CALLS:
-            reply = worker.call("check", self.options.timeout, config=index, variant=variant, new_buffers=new_buffers)
+            with self.clock("check"):
+                reply = worker.call("check", self.options.timeout, config=index, variant=variant,
+                                    new_buffers=new_buffers)
             fail = lambda why: Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, False,  # noqa: E731
                                            worst_abs, worst_rel, failure=why)
             if "error" in reply:
                 worker.kill()          # a CUDA error poisons the context: never reuse this worker
                 return fail(f"crash: {reply['error']}")
-            inputs = self.task.make_inputs(cfg, self.device, variant)
-            mine = {n: digest(t) for n, t in inputs.items()}
+            mine, expected = self.reference(cfg, variant)
             if reply["before"] != mine:
                 raise RuntimeError(f"harness error: the worker drew different inputs for {cfg.id} "
                                    "(nondeterministic generator?) — please report this")
@@ -306,7 +441,8 @@ class Checker:
             if new_buffers and pointers == reply["pointers"]:
                 raise RuntimeError("harness error: the second buffer set reused the first one's addresses")
             pointers = reply["pointers"]
-            why, a, r = self._compare(inputs, cfg, reply["outputs"], _CALLS.get(variant, "a timed call"))
+            with self.clock("reference"):
+                why, a, r = self._compare(expected, cfg, reply["outputs"], _CALLS.get(variant, "a timed call"))
             worst_abs, worst_rel = max(worst_abs, a), max(worst_rel, r)
             if why:
                 return fail(why)
@@ -314,50 +450,62 @@ class Checker:
 
     def compare_files(self, cfg: Config, variant: int, files: dict) -> tuple[str | None, float, float]:
         """Checks outputs a worker wrote for inputs `variant` (a timed call's, say) against the reference."""
-        return self._compare(self.task.make_inputs(cfg, self.device, variant), cfg, files,
-                             _CALLS.get(variant, "a timed call"))
+        _, expected = self.reference(cfg, variant)
+        with self.clock("reference"):
+            return self._compare(expected, cfg, files, _CALLS.get(variant, "a timed call"))
 
-    def _compare(self, inputs: dict, cfg: Config, files: dict, call: str) -> tuple[str | None, float, float]:
-        import numpy as np
+    def _compare(self, expected: tuple, cfg: Config, files: dict, call: str) -> tuple[str | None, float, float]:
+        """One pass for the verdict (NaN and Inf propagate through the maxima); the diagnosis of a failure
+        (what is NaN, what is out of tolerance, and where) runs only when there is one."""
         import torch
         task, sizes = self.task, cfg.size_dict
-        up = {n: t.double() if t.dtype.is_floating_point else t for n, t in inputs.items()}
-        refs = task.call_reference(up, sizes)
         worst_abs = worst_rel = 0.0
-        for spec, ref in zip(task.outputs, refs):
-            shape = task.shape(spec, sizes)
-            mapped = torch.from_file(files[spec.name], shared=True, size=math.prod(shape), dtype=getattr(torch, spec.dtype))
-            out = mapped.reshape(shape).to(self.device, copy=True)
-            del mapped
-            os.unlink(files[spec.name])
-            ref = ref.reshape(shape)
+        for spec, (ref, finite) in zip(task.outputs, expected):
+            out = exchange.read(files[spec.name], getattr(torch, spec.dtype), task.shape(spec, sizes), self.device)
             if not out.dtype.is_floating_point:
                 bad = out != ref
                 if bad.any():
                     return f"output {spec.name}: {int(bad.sum())} wrong values ({call})", 0.0, float("inf")
                 continue
             out64 = out.double()
-            ref_finite = torch.isfinite(ref)
-            nan = torch.isnan(out64) & ref_finite
-            if nan.any():
-                idx = _first(nan)
-                return (f"output {spec.name}: {int(nan.sum())} of {out.numel()} elements NaN — not written? "
-                        f"first at {idx} ({call})", float("inf"), float("inf"))
-            inf = torch.isinf(out64) & ref_finite
-            if inf.any():
-                return f"output {spec.name}: {int(inf.sum())} elements Inf where the reference is finite, first at {_first(inf)} ({call})", float("inf"), float("inf")
-            err = (out64 - ref).abs().masked_fill(~ref_finite, 0)
-            ratio = err / (task.atol + task.rtol * ref.abs().masked_fill(~ref_finite, 0))
+            err = torch.sub(out64, ref).abs_()
+            tol = torch.abs(ref).mul_(task.rtol).add_(task.atol)
+            if finite is not None:             # where the reference is NaN or Inf, any value passes
+                err.masked_fill_(~finite, 0)
+                tol.masked_fill_(~finite, task.atol)
+            worst_err = float(err.max()) if err.numel() else 0.0
+            ratio = err.div_(tol)
             worst = float(ratio.max()) if ratio.numel() else 0.0
-            worst_abs, worst_rel = max(worst_abs, float(err.max()) if err.numel() else 0.0), max(worst_rel, worst)
-            if worst > 1.0:
-                flat = int(ratio.reshape(-1).argmax())
-                idx = tuple(int(i) for i in np.unravel_index(flat, shape))
-                n_bad = int((ratio > 1).sum())
-                return (f"output {spec.name}: {n_bad} of {out.numel()} elements outside tolerance "
-                        f"(atol={task.atol:g}, rtol={task.rtol:g}); worst at {idx}: got {float(out64.reshape(-1)[flat]):.6g}, "
-                        f"expected {float(ref.reshape(-1)[flat]):.6g} ({call})", worst_abs, worst_rel)
+            if math.isfinite(worst) and worst <= 1.0:
+                worst_abs, worst_rel = max(worst_abs, worst_err), max(worst_rel, worst)
+                continue
+            return self._diagnose(spec.name, out64, ref, finite, ratio, call, worst_abs, worst_rel)
         return None, worst_abs, worst_rel
+
+    def _diagnose(self, name: str, out64, ref, finite, ratio, call: str, worst_abs: float, worst_rel: float):
+        import numpy as np
+        import torch
+        task, shape = self.task, tuple(out64.shape)
+        not_finite = ~torch.isfinite(out64)
+        if finite is not None:
+            not_finite &= finite
+        if not_finite.any():
+            nan = torch.isnan(out64) & not_finite
+            if nan.any():
+                return (f"output {name}: {int(nan.sum())} of {out64.numel()} elements NaN — not written? "
+                        f"first at {_first(nan)} ({call})", float("inf"), float("inf"))
+            return (f"output {name}: {int(not_finite.sum())} elements Inf where the reference is finite, "
+                    f"first at {_first(not_finite)} ({call})", float("inf"), float("inf"))
+        err = torch.sub(out64, ref).abs_()
+        if finite is not None:
+            err.masked_fill_(~finite, 0)
+        worst_abs, worst_rel = max(worst_abs, float(err.max())), max(worst_rel, float(ratio.max()))
+        flat = int(ratio.reshape(-1).argmax())
+        idx = tuple(int(i) for i in np.unravel_index(flat, shape))
+        n_bad = int((ratio > 1).sum())
+        return (f"output {name}: {n_bad} of {out64.numel()} elements outside tolerance "
+                f"(atol={task.atol:g}, rtol={task.rtol:g}); worst at {idx}: got {float(out64.reshape(-1)[flat]):.6g}, "
+                f"expected {float(ref.reshape(-1)[flat]):.6g} ({call})", worst_abs, worst_rel)
 
 
 _CALLS = {0: "first call", 1: "second call, same buffers, new inputs", 2: "third call, new buffers"}

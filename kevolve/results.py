@@ -77,6 +77,7 @@ class Evaluation:
     eval_seconds: float = 0.0
     device: str = ""
     bandwidth_gbs: float | None = None
+    phases: dict = field(default_factory=dict, compare=False)  # seconds per judging phase (see harness.judge)
     log: str = field(default="", compare=False)
 
     def _geo(self, fn) -> float | None:
@@ -112,7 +113,8 @@ class Evaluation:
                 "stage": self.stage, "speedup": self.speedup, "speedup_eager": self.speedup_eager,
                 "speedup_compile": self.speedup_compile, "floor_fraction": self.floor_fraction,
                 "configs": len(self.measurements), "device": self.device,
-                "build_seconds": round(self.build_seconds, 3), "eval_seconds": round(self.eval_seconds, 3)}
+                "build_seconds": round(self.build_seconds, 3), "eval_seconds": round(self.eval_seconds, 3),
+                "phases": {k: round(v, 3) for k, v in self.phases.items()}}
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -130,7 +130,9 @@ class Driver:
         self.n_builders = cfg.resources.builders or max(1, int(ray.cluster_resources().get("CPU", 1))
                                                          - int(len(self.evaluators) * cfg.resources.cpus_per_evaluator))
         self.mutator, self.verifier = actors.Mutator.remote(), actors.Verifier.remote()
-        self.max_in_flight = s.in_flight or 2 * len(self.evaluators) + self.n_builders
+        # enough to keep each evaluator fed (one judging, one queued, two building), few enough that
+        # children are proposed from recent verdicts rather than all from the seeds
+        self.max_in_flight = s.in_flight or 4 * len(self.evaluators)
         self.jobs: dict = {}                    # ObjectRef -> Job
         self.queue: list[Job] = []              # built, waiting for an evaluator
         self.load = [0] * len(self.evaluators)  # judgements outstanding per evaluator
@@ -153,8 +155,9 @@ class Driver:
         resources = {"num_gpus": 1} if opts.target == "cuda" else {}
         if r.evaluator_resources:
             resources["resources"] = dict(r.evaluator_resources)
-        return [actors.Evaluator.options(num_cpus=r.cpus_per_evaluator, **resources).remote(self.task.ref, opts)
-                for _ in range(n)]
+        gb = r.reference_cache_gb if r.reference_cache_gb is not None else (16.0 if opts.target == "cuda" else 2.0)
+        return [actors.Evaluator.options(num_cpus=r.cpus_per_evaluator, **resources)
+                .remote(self.task.ref, opts, gb, self.cfg.search.baseline_refresh_s) for _ in range(n)]
 
     def restore(self, resumed: bool) -> None:
         """Rebuilds the population from the store; re-queues unfinished candidates; seeds a new run."""
@@ -328,6 +331,8 @@ class Driver:
     def _finish(self, c: Candidate, outcome: Outcome):
         self.finished += 1
         member = self.population.add(c, outcome)
+        if outcome.correct:
+            self.failed_proposals = 0            # a new parent: its neighbours may not have been tried
         self.tracker.candidate({"id": c.id, "operator": c.operator, "fitness": outcome.fitness,
                                 "correct": outcome.correct, "parents": list(c.parents)})
         return member

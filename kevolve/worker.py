@@ -3,10 +3,13 @@
 Started by `kevolve.harness` as `python -m kevolve.worker` with an environment holding no secrets. It speaks
 JSON lines on a private pipe (the candidate's own prints go to stderr), and it never sees a reference output:
 it draws the inputs itself (from the task's seeded generators), calls the kernel, and hands back the outputs
-through files plus a digest of its inputs before and after the call. The evaluator compares.
+(CUDA IPC handles to its output buffers when the evaluator can open them, else files) plus a digest of its
+inputs before and after the call. The evaluator compares.
 
-Commands: `init` (import torch, load task and library), `check` (one correctness call), `time` (kernel and
-torch baselines interleaved), `exit`. Every answer is one JSON object; an exception becomes `{"error": ...}`.
+Commands: `init` (load task and library; torch is imported before the first request, so a spare worker
+is ready), `set_configs`, `ipc_probe` / `set_exchange` (how outputs travel), `check` (one correctness
+call), `release` (free the correctness buffers), `prepare` (torch.compile the baseline), `time` (kernel
+and torch baselines interleaved), `exit`. Every answer is one JSON object; an exception becomes `{"error": ...}`.
 A crash or hang kills only this process; the evaluator turns it into a verdict.
 """
 from __future__ import annotations
@@ -65,12 +68,15 @@ class Worker:
             spec.loader.exec_module(mod)
             self.kernel = TorchKernel(mod, self.task)
         name = torch.cuda.get_device_name() if target == "cuda" else _cpu_name()
-        return {"device": name, "bandwidth_gbs": self._bandwidth()}
+        uuid = str(torch.cuda.get_device_properties(0).uuid) if target == "cuda" else None
+        return {"device": name, "bandwidth_gbs": self._bandwidth(), "uuid": uuid}
 
     def check(self, config: int, variant: int, new_buffers: bool) -> dict:
         """One correctness call: NaN-poisoned outputs and workspace, inputs digested before and after."""
         task, cfg = self.task, self.task_configs[config]
         sizes = cfg.size_dict
+        if config not in self.buffers:
+            self.buffers.clear()                    # an earlier configuration's buffers are done with
         sets = self.buffers.setdefault(config, [])
         if new_buffers or not sets:
             sets.append(self._allocate(sizes))      # earlier sets stay alive: the new one has new addresses
@@ -93,6 +99,14 @@ class Worker:
         return {"rc": int(rc), "before": before, "after": after, "outputs": files, "seconds": seconds,
                 "overruns": overruns,
                 "pointers": {n: t.data_ptr() for n, t in buf["inputs"].items()}}
+
+    def release(self) -> dict:
+        """Frees the correctness calls' buffers before timing (the bench shapes' can fill a GPU)."""
+        self.buffers.clear()
+        if self.target == "cuda":
+            import torch
+            torch.cuda.empty_cache()
+        return {}
 
     def prepare(self, config: int, baselines: list[str]) -> dict:
         """Compiles the torch.compile baseline for this configuration's shape (slow once, cached after)."""
@@ -134,22 +148,27 @@ class Worker:
         self._sync()
         if prepare:                               # the last timed call's outputs go back to be checked
             k = last["k"]
+            self._timed_sets = sets               # alive until the next request (their IPC handles are read)
             return {"samples": samples, "notes": notes, "variant": 100 + k,
                     "outputs": self._export(sets[k]["outputs"], config, 100 + k)}
         return {"samples": samples, "notes": notes}
 
     # ------------------------------------------------------------------ helpers
-    def _export(self, outputs: dict, config: int, variant: int) -> dict[str, str]:
-        """Writes outputs to files in the exchange directory (one device-to-host copy each)."""
+    def ipc_probe(self) -> dict:
+        """Shares a small known tensor through CUDA IPC; the evaluator opens it to decide the exchange."""
         import torch
-        files = {}
-        for name, t in outputs.items():
-            path = self.exchange / f"{config}.{variant}.{name}.bin"
-            shared = torch.from_file(str(path), shared=True, size=t.numel(), dtype=t.dtype)
-            shared.copy_(t.detach().reshape(-1))
-            del shared
-            files[name] = str(path)
-        return files
+        self._probe = torch.arange(1024, dtype=torch.float32, device="cuda")
+        self._sync()
+        from kevolve import exchange
+        return {"probe": exchange.describe(self._probe)}
+
+    def set_exchange(self, ipc: bool) -> dict:
+        self.ipc = ipc
+        return {}
+
+    def _export(self, outputs: dict, config: int, variant: int) -> dict:
+        from kevolve import exchange
+        return exchange.export(outputs, self.exchange, f"{config}.{variant}", getattr(self, "ipc", False))
 
     @property
     def task_configs(self):
@@ -284,6 +303,8 @@ def _exit_with_parent() -> None:
 
 def main() -> None:
     _exit_with_parent()
+    import torch  # noqa: F401  (before the first request: a spare worker is ready when it is handed work)
+    import kevolve.abi, kevolve.task, kevolve.timing  # noqa: F401,E401
     proto = os.fdopen(os.dup(1), "w", buffering=1)   # the protocol pipe
     os.dup2(2, 1)                                    # the candidate's printf goes to stderr
     worker = Worker()

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kevolve import build as builder
-from kevolve.harness import Options, evaluate
+from kevolve.harness import Options, evaluate, judge
 from kevolve.task import list_tasks, load_task
 
 pytestmark = [pytest.mark.gpu,
@@ -100,3 +100,56 @@ def test_gpu_hang_is_a_timeout_then_the_next_evaluation_is_normal(layernorm):
     assert not ev.correct and ev.stage == "correctness"
     assert "timeout" in ev.failure, ev.failure
     assert_seed_correct(layernorm)
+
+
+# (f) an evaluator's Reuse across candidates on the GPU ---------------------------------------------------
+def test_reuse_across_candidates_keeps_verdicts_on_gpu(layernorm):
+    """A search's evaluator judges many libraries with one Reuse: after an illegal address (a dead CUDA
+    context in that worker) the spare worker judges the next candidate normally, and cached references
+    and baselines give the verdicts a fresh judgement gives."""
+    from kevolve.harness import Reuse
+    options = Options(target="cuda", shapes="small", reps=10, budget_s=0.05, timeout=60, time_inits="first")
+    reuse = Reuse(options, 4 << 30, 3600)
+
+    def judged(src: str):
+        built = builder.build(src, "cuda")
+        assert built.ok, built.error
+        return judge(layernorm, built.lib_path, options, reuse=reuse)
+    try:
+        seed = layernorm.seed_path("cuda").read_text()
+        first = judged(seed)
+        bad = judged(kernel("illegal_address.cu"))
+        again = judged(seed)
+    finally:
+        reuse.close()
+    assert first.correct, first.failure
+    assert not bad.correct and ("crash" in bad.failure or "illegal" in bad.failure), bad.failure
+    assert again.correct, again.failure
+    assert "baselines" not in again.phases                  # timed by the first judgement, reused
+
+
+# (g) outputs read through CUDA IPC or through files: the same verdicts -------------------------------------
+@pytest.mark.parametrize("exchange", ["ipc", "files"])
+@pytest.mark.parametrize("name, expected", [("unwritten_last_row.cu", "NaN"), ("overrun.cu", "wrote past the end of out")])
+def test_hostile_outputs_are_caught_through_either_exchange(layernorm, monkeypatch, exchange, name, expected):
+    if exchange == "files":
+        monkeypatch.setenv("KEVOLVE_EXCHANGE", "files")
+    ev = evaluate(layernorm, kernel(name), CHECK)
+    assert not ev.correct and ev.stage == "correctness" and expected in ev.failure, ev.failure
+    if exchange == "ipc":                              # and an honest kernel still passes this way
+        assert_seed_correct(layernorm)
+
+
+def test_outputs_travel_by_cuda_ipc_here(layernorm):
+    """Where the evaluator and its worker share the GPU, the probe succeeds, so (g)'s "ipc" case is IPC."""
+    from kevolve import exchange
+    from kevolve.harness import WorkerProcess
+    built = builder.build(layernorm.seed_path("cuda").read_text(), "cuda")
+    worker = WorkerProcess(CHECK)
+    try:
+        info = worker.call("init", 300, task_dir=layernorm.ref, lib=built.lib_path, abi="c", target="cuda",
+                           module=None, exchange="/tmp", threads=None)
+        assert "error" not in info, info
+        assert exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info["uuid"])
+    finally:
+        worker.close()

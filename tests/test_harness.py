@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from kevolve import build as builder
 from kevolve import sandbox
-from kevolve.harness import Options, WorkerProcess, evaluate, judge
+from kevolve.harness import Options, Reuse, WorkerProcess, evaluate, judge
 from kevolve.results import Evaluation
 from kevolve.task import load_task
 
@@ -282,3 +283,80 @@ def test_task_loaded_by_relative_path(monkeypatch):
     task = load_task(os.path.relpath(ONE, HERE.parent))
     ev = evaluate(task, task.seed_path("cpu").read_text(), FAST)
     assert ev.correct, ev.failure
+
+
+# ---------------------------------------------------------------------- what an evaluator reuses between judgements
+def judge_source(task, name: str, options: Options, reuse: Reuse) -> Evaluation:
+    src = task.seed_path("cpu").read_text() if name == "seed" else source(name)
+    built = builder.build(src, "cpu")
+    assert built.ok, built.error
+    return judge(task, built.lib_path, options, reuse=reuse)
+
+
+def test_reuse_keeps_every_verdict(tiny):
+    """One evaluator's Reuse (spare worker, cached references, cached baselines) across a sequence of
+    candidates: each hostile kernel is still rejected for its reason and the honest ones still pass."""
+    reuse = Reuse(TIMED, 1 << 30, 3600)
+    try:
+        first = judge_source(tiny, "seed", TIMED, reuse)
+        assert first.correct, first.failure
+        assert first.phases["baselines"] > 0 and first.phases["load"] > 0
+        for name, stage, expected, _ in HOSTILE:
+            if stage != "correctness" or name in ("crash_segfault.cpp", "unwritten_tail.cpp"):
+                continue
+            ev = judge_source(tiny, name, TIMED, reuse)
+            assert not ev.correct and ev.stage == stage, (name, ev.failure)
+            assert all(text in ev.failure for text in expected), (name, ev.failure)
+        crash = judge_source(tiny, "crash_segfault.cpp", TIMED, reuse)
+        assert not crash.correct and "crash" in crash.failure
+        again = judge_source(tiny, "good_openmp.cpp", TIMED, reuse)
+        assert again.correct, again.failure
+        assert "baselines" not in again.phases                # torch.compile was not run again
+        assert reuse.references.entries and reuse.references.bytes <= 1 << 30
+        for m, m0 in zip(again.measurements, first.measurements):
+            assert m.eager == m0.eager                        # the baselines timed by the first judgement
+    finally:
+        reuse.close()
+
+
+def test_reuse_still_checks_timed_calls():
+    """With cached baselines only the kernel is timed; its timed calls must still compute."""
+    one, reuse = load_task(ONE), Reuse(TIMED, 1 << 30, 3600)
+    try:
+        honest = judge_source(one, "seed", TIMED, reuse)
+        cheat = judge_source(one, "skip_unless_poisoned.cpp", TIMED, reuse)
+    finally:
+        reuse.close()
+    assert honest.correct, honest.failure
+    if cheat.correct:
+        assert cheat.measurements[0].kernel.median >= 0.25 * honest.measurements[0].kernel.median
+
+
+def test_reuse_spare_worker_is_clean_and_replaced_after_a_crash(tiny, monkeypatch):
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    reuse = Reuse(FAST, 0, 0)
+    try:
+        judge_source(tiny, "crash_segfault.cpp", FAST, reuse)
+        spare = reuse._spare
+        assert spare is not None and spare.proc.poll() is None        # started while the crash was judged
+        environ = Path(f"/proc/{spare.proc.pid}/environ").read_bytes()
+        assert not any(v.encode() in environ for v in SECRETS.values())
+        spare.kill()                                                  # a dead spare is replaced, not used
+        ev = judge_source(tiny, "good_openmp.cpp", FAST, reuse)
+        assert ev.correct, ev.failure
+        assert reuse.references.bytes == 0                            # a zero budget keeps nothing
+    finally:
+        reuse.close()
+    assert reuse._spare is None
+
+
+def test_baselines_are_timed_again_after_the_refresh_interval(tiny):
+    reuse = Reuse(TIMED, 0, 1e-3)
+    try:
+        judge_source(tiny, "seed", TIMED, reuse)
+        time.sleep(0.01)
+        ev = judge_source(tiny, "seed", TIMED, reuse)
+        assert ev.correct and ev.phases.get("baselines", 0) > 0
+    finally:
+        reuse.close()

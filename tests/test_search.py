@@ -404,6 +404,20 @@ def test_duplicates_are_dropped_before_building(local_ray, tmp_path):
     assert duplicate_hashes(run_dir) == []
 
 
+@pytest.mark.slow
+def test_search_goes_past_the_seeds_neighbours(local_ray, tmp_path):
+    """With one knob changed per child, the seed has 5 neighbours in a space of 18. A streak of duplicate
+    proposals while children are being judged pauses proposing; it must not end the run (it once did,
+    when every slot in flight was filled from the seed before any child came back)."""
+    assert knobs.space_size(SEED.read_text()) == 18 and len(knobs.neighbours(SEED.read_text())) == 5
+    run_dir = tmp_path / "run"
+    summary = search.run(make_config(candidates=10, knob_changes=1, in_flight=8), run_dir)
+    assert summary["candidates"] == 10 and summary["stopped"] == "budget of candidates spent", summary
+    with Store.open(run_dir, readonly=True) as store:
+        generations = {r.candidate.generation for r in store.candidates()}
+    assert max(generations) >= 2, generations                 # children of children
+
+
 # ---------------------------------------------------------------------- 5. budgets
 @pytest.mark.slow
 def test_wall_time_stops_the_run_and_resume_finishes_it(local_ray, tmp_path):

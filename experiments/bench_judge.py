@@ -1,0 +1,63 @@
+"""Where one evaluator's time goes: judges one kernel several times in a row, as a search's evaluator does.
+
+    python experiments/bench_judge.py --task layernorm_bwd --kernel tasks/layernorm_bwd/seeds/cpu_fused.cpp
+                                      [--target cpu|cuda] [--shapes small|bench] [--judgements 3]
+                                      [--no-reuse]
+
+Prints, per judgement, the wall seconds and the seconds per phase (`harness._Phases`: load, check,
+reference, baselines, time). With reuse (the search's default) the first judgement pays for the worker's
+start, the references and torch.compile; the later ones show what a candidate costs in a running search.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from kevolve import build
+from kevolve.harness import Options, Reuse, judge
+from kevolve.report import table
+from kevolve.task import load_task
+
+PHASES = ("load", "check", "reference", "baselines", "time")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--task", default="layernorm_bwd")
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--target", default="cpu")
+    ap.add_argument("--shapes", default=None)
+    ap.add_argument("--judgements", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--budget", type=float, default=0.15)
+    ap.add_argument("--reference-gb", type=float, default=16.0)
+    ap.add_argument("--no-reuse", action="store_true", help="a fresh worker, references and baselines each time")
+    args = ap.parse_args()
+    task = load_task(args.task)
+    shapes = args.shapes or ("bench" if args.target == "cuda" else "small")
+    options = Options(target=args.target, shapes=shapes, reps=args.reps, budget_s=args.budget, time_inits="first")
+    built = build.build(Path(args.kernel).read_text(), args.target, "c")
+    if not built.ok:
+        raise SystemExit(f"build failed: {built.error}")
+    reuse = None if args.no_reuse else Reuse(options, int(args.reference_gb * (1 << 30)), 3600)
+    rows = []
+    try:
+        for i in range(args.judgements):
+            t0 = time.perf_counter()
+            ev = judge(task, built.lib_path, options, reuse=reuse)
+            wall = time.perf_counter() - t0
+            rows.append([i + 1, "yes" if ev.correct else f"no ({ev.stage})", f"{wall:.1f}",
+                         *(f"{ev.phases.get(p, 0.0):.1f}" for p in PHASES),
+                         f"{ev.speedup:.2f}x" if ev.speedup else "-"])
+            print(f"judgement {i + 1}: {ev.failure or 'correct'}", flush=True)
+    finally:
+        if reuse:
+            reuse.close()
+    print(f"{args.task} on {shapes} ({args.target}), kernel {args.kernel}, "
+          f"{'fresh each time' if args.no_reuse else 'reuse (search default)'}")
+    print(table(rows, ["#", "correct", "wall s", *PHASES, "speedup"]))
+
+
+if __name__ == "__main__":
+    main()
