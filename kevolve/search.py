@@ -194,7 +194,8 @@ class Driver:
             self._dispatch()
             if not self.jobs:                    # nothing in flight and nothing more to propose
                 if self.failed_proposals >= 200:
-                    self.stop("no new candidates: 200 proposals in a row were duplicates or had no knobs to turn")
+                    self.stop("no new candidates: 200 proposals in a row were duplicates or had no knobs to turn "
+                              "(the knob space reachable from the population is spent)")
                 break
             ready, _ = ray.wait(list(self.jobs), num_returns=1, timeout=0.5)
             for ref in ready:
