@@ -72,9 +72,10 @@ def main() -> None:
             base = rate
         rows.append([e, s["candidates"], s["correct"], f"{s['seconds']:.0f}", f"{rate:.2f}",
                      f"{100 * s['evaluator_busy']:.0f}%", f"{rate / base:.2f}x" if base else "-",
-                     " ".join(f"{k}={v:.0f}s" for k, v in s["stage_seconds"].items())])
+                     " ".join(f"{k}={v:.0f}s" for k, v in s["stage_seconds"].items()),
+                     " ".join(f"{k}={v:.0f}s" for k, v in s["judge_phases"].items())])
     print(f"task {args.task}, target {args.target}, {len(sources)} candidates per run")
-    print(table(rows, ["evaluators", "judged", "correct", "wall s", "per minute", "busy", "vs 1", "stage seconds"]))
+    print(table(rows, ["evaluators", "judged", "correct", "wall s", "per minute", "busy", "vs 1", "stage seconds", "of which judging"]))
 
 
 if __name__ == "__main__":

@@ -139,6 +139,7 @@ class Driver:
         self.created = self.finished = self.correct = 0
         self.proposing = 0                      # mutations in flight: candidates the budget already counts
         self.stage_seconds = {"mutate": 0.0, "verify": 0.0, "build": 0.0, "evaluate": 0.0}
+        self.judge_phases: dict[str, float] = {}    # the evaluate stage, split (Evaluation.phases summed)
         self.busy_seconds = 0.0
         self.failed_proposals = 0
         self.stopped: str | None = None
@@ -319,6 +320,8 @@ class Driver:
         self.load[job.evaluator] -= 1
         self.busy_seconds += seconds
         self.stage_seconds["evaluate"] += seconds
+        for phase, t in ev.phases.items():
+            self.judge_phases[phase] = self.judge_phases.get(phase, 0.0) + t
         c = job.candidate
         self.store.record_evaluation(c.id, ev, seconds)
         member = self._finish(c, Outcome(ev.fitness, ev.correct, ev.compiled, ev.failure or ""))
@@ -403,7 +406,8 @@ class Driver:
                "candidates_per_minute": round(60 * self.finished / elapsed, 2) if elapsed else 0.0,
                "evaluators": len(self.evaluators),
                "evaluator_busy": round(self.busy_seconds / (len(self.evaluators) * elapsed), 3) if elapsed else 0.0,
-               "stage_seconds": {k: round(v, 1) for k, v in self.stage_seconds.items()}, "best": None}
+               "stage_seconds": {k: round(v, 1) for k, v in self.stage_seconds.items()},
+               "judge_phases": {k: round(v, 1) for k, v in self.judge_phases.items()}, "best": None}
         if best is not None and ev is not None:
             out["best"] = {"id": best.candidate.id, "kernel": str(self.run_dir / f"best{SUFFIX[self.options.target]}"),
                            "operator": best.candidate.operator, "speedup": ev.speedup,

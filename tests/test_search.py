@@ -185,6 +185,8 @@ def test_whole_search_through_the_hydra_app(tmp_path):
     assert summary["candidates"] == 8
     assert summary["correct"] == 8                               # every knob value of the task is correct
     assert summary["stopped"] == "budget of candidates spent"
+    assert {"load", "check", "reference", "time"} <= set(summary["judge_phases"])
+    assert sum(summary["judge_phases"].values()) <= summary["stage_seconds"]["evaluate"] + 1
     best = summary["best"]
     assert best is not None
     assert {"id", "kernel", "speedup", "speedup_eager", "speedup_compile", "floor_fraction"} <= set(best)
