@@ -79,7 +79,8 @@ class Evaluator:
                     "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
         return {"device": "cpu", "arch": None, "node": ray.util.get_node_ip_address()}
 
-    def evaluate(self, key: str, lib: bytes, module: str | None) -> tuple[Evaluation, float]:
+    def evaluate(self, key: str, lib: bytes, module: str | None,
+                 fresh_baselines: bool = False) -> tuple[Evaluation, float]:
         start = time.perf_counter()
         path = builder.cache_root() / key / "kernel.so"
         if not path.exists():                       # the build ran on another node: install its bytes here
@@ -91,5 +92,6 @@ class Evaluator:
             except OSError:
                 (tmp / "kernel.so").unlink(missing_ok=True)
                 tmp.rmdir()
-        ev = judge(self.task, str(path), self.options, module=module, reuse=self.reuse)
+        ev = judge(self.task, str(path), self.options, module=module, reuse=self.reuse,
+                   fresh_baselines=fresh_baselines)
         return ev, time.perf_counter() - start

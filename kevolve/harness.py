@@ -251,11 +251,12 @@ def evaluate(task: Task, source: str, options: Options) -> Evaluation:
 
 
 def judge(task: Task, lib_path: str, options: Options, module: str | None = None,
-          reuse: "Reuse | None" = None) -> Evaluation:
+          reuse: "Reuse | None" = None, fresh_baselines: bool = False) -> Evaluation:
     """Runs a built library in a fresh worker: correctness on every configuration, then timing.
 
     `reuse` (an evaluator's, kept across its judgements) supplies a worker started in advance, cached
-    float64 references and recently timed baselines; none of it is shared with, or reachable by, a kernel."""
+    float64 references and recently timed baselines; none of it is shared with, or reachable by, a kernel.
+    `fresh_baselines` times the baselines interleaved with this kernel even when recent times are known."""
     start = time.perf_counter()
     configs = task.configs(options.shapes)
     base = dict(task=task.name, target=options.target, abi=options.abi, shapes=options.shapes, compiled=True)
@@ -263,12 +264,13 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
     worker = reuse.worker() if reuse else WorkerProcess(options)
     device_name, bandwidth, measurements = "", None, []
     clock = _Phases()
+    reused = [False]                       # set when a configuration's baseline times came from `reuse`
 
     def verdict(stage: str = "done", failure: str | None = None, ms: list | None = None) -> Evaluation:
         return Evaluation(**base, correct=failure is None, stage=stage, failure=failure,
                           measurements=tuple(measurements if ms is None else ms),
                           eval_seconds=time.perf_counter() - start, device=device_name, bandwidth_gbs=bandwidth,
-                          phases=clock.done(), log=worker.stderr_text()[-4000:])
+                          phases=clock.done(), baselines_reused=reused[0], log=worker.stderr_text()[-4000:])
     try:
         try:
             with clock("load"):
@@ -295,7 +297,7 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
         worker.call("release", 60)
         if options.time_kernel:
             timed, wrong = _time_all(worker, task, configs, measurements, options, bandwidth, checker, clock,
-                                     reuse.baselines if reuse else None)
+                                     reuse.baselines if reuse else None, fresh_baselines, reused)
             if wrong is not None:
                 return verdict("timing", f"{wrong.config}: {wrong.failure}", timed + [wrong])
             measurements = timed
@@ -335,7 +337,8 @@ class _Phases:
 
 def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Measurement], options: Options,
               bandwidth: float, checker: "Checker", clock: _Phases,
-              known_baselines: "BaselineTimes | None") -> tuple[list[Measurement], Measurement | None]:
+              known_baselines: "BaselineTimes | None", fresh: bool = False,
+              reused: list | None = None) -> tuple[list[Measurement], Measurement | None]:
     """Times one configuration per (shape, init) — per shape with time_inits="first" — the first seed's.
     Baselines timed recently by this evaluator (`known_baselines`) are reused, and only the kernel is timed.
     Returns the measurements, and the configuration whose last timed call gave a wrong answer, if any
@@ -347,7 +350,9 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
             out.append(m)
             continue
         timed.add(key)
-        known = known_baselines.get(cfg.id) if known_baselines is not None else None
+        known = known_baselines.get(cfg.id) if known_baselines is not None and not fresh else None
+        if known and reused is not None:
+            reused[0] = True
         wanted = [] if known else list(options.baselines)
         prep = {}
         if wanted:

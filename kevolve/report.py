@@ -68,10 +68,17 @@ def summary_text(summary: dict, store_dir: Path) -> str:
         from kevolve.store import Store
         with Store.open(store_dir, readonly=True) as store:
             ev = Evaluation.from_json(store.get(best["id"]).evaluation)
+            confirmed = [p for _, _, p in store.events("confirm") if p.get("id") == best["id"] and p.get("correct")]
+        if best.get("confirmed") and confirmed:        # the judgement with baselines interleaved
+            ev = Evaluation.from_json(confirmed[-1]["evaluation"])
         header, rows = config_rows(ev, label="best")
-        lines += [f"best kernel {best['id']} ({best['operator']}) on {ev.device}:", table(rows, header),
+        how = ("judged again, baselines interleaved" if best.get("confirmed")
+               else "not confirmed: " + "; ".join(best.get("not_confirmed", ["baselines from the search"]))[:300])
+        lines += [f"best kernel {best['id']} ({best['operator']}) on {ev.device}, {how}:", table(rows, header),
                   f"speedup {best['speedup']:.2f}x over the faster torch baseline "
                   f"(eager {_x(best['speedup_eager'])}, compile {_x(best['speedup_compile'])})"]
+        if best.get("not_confirmed") and best.get("confirmed"):
+            lines.append("better candidates failed when judged again: " + "; ".join(best["not_confirmed"])[:600])
     else:
         lines.append("no correct kernel was found")
     lines += [f"candidates {summary['candidates']} ({summary['correct']} correct) in {summary['seconds']:.0f} s: "

@@ -78,6 +78,7 @@ class Evaluation:
     device: str = ""
     bandwidth_gbs: float | None = None
     phases: dict = field(default_factory=dict, compare=False)  # seconds per judging phase (see harness.judge)
+    baselines_reused: bool = False  # baseline times from this evaluator's recent judgements, not interleaved
     log: str = field(default="", compare=False)
 
     def _geo(self, fn) -> float | None:
