@@ -66,10 +66,7 @@ def open_ipc(desc: dict, dtype, shape: tuple):
     n, itemsize, start = math.prod(shape), torch.empty(0, dtype=dtype).element_size(), int(desc["storage_offset"])
     if start < 0 or (start + n) * itemsize > storage.nbytes():
         raise ValueError(f"the worker's shared buffer holds {storage.nbytes()} bytes, not {n} × {itemsize} at {start}")
-    strides = [1] * len(shape)
-    for k in range(len(shape) - 2, -1, -1):
-        strides[k] = strides[k + 1] * shape[k + 1]
-    return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, start, tuple(shape), tuple(strides))
+    return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, start, tuple(shape))   # contiguous
 
 
 def ipc_works(call, uuid: str | None) -> bool:

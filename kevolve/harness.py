@@ -17,6 +17,7 @@ Python objects in memory (the static rules forbid the means; see `kevolve.verify
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import math
 import os
@@ -264,13 +265,13 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
     worker = reuse.worker() if reuse else WorkerProcess(options)
     device_name, bandwidth, measurements = "", None, []
     clock = _Phases()
-    reused = [False]                       # set when a configuration's baseline times came from `reuse`
+    baselines_reused = False               # some configuration's baseline times came from `reuse`
 
     def verdict(stage: str = "done", failure: str | None = None, ms: list | None = None) -> Evaluation:
         return Evaluation(**base, correct=failure is None, stage=stage, failure=failure,
                           measurements=tuple(measurements if ms is None else ms),
                           eval_seconds=time.perf_counter() - start, device=device_name, bandwidth_gbs=bandwidth,
-                          phases=clock.done(), baselines_reused=reused[0], log=worker.stderr_text()[-4000:])
+                          phases=clock.done(), baselines_reused=baselines_reused, log=worker.stderr_text()[-4000:])
     try:
         try:
             with clock("load"):
@@ -296,8 +297,9 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
                 return verdict("correctness", f"{cfg.id}: {m.failure}")
         worker.call("release", 60)
         if options.time_kernel:
-            timed, wrong = _time_all(worker, task, configs, measurements, options, bandwidth, checker, clock,
-                                     reuse.baselines if reuse else None, fresh_baselines, reused)
+            known = reuse.baselines if reuse and not fresh_baselines else None
+            timed, wrong, baselines_reused = _time_all(worker, task, configs, measurements, options, bandwidth,
+                                                       checker, clock, known)
             if wrong is not None:
                 return verdict("timing", f"{wrong.config}: {wrong.failure}", timed + [wrong])
             measurements = timed
@@ -319,17 +321,13 @@ class _Phases:
     def __init__(self):
         self.seconds: dict[str, float] = collections.defaultdict(float)
 
+    @contextlib.contextmanager
     def __call__(self, phase: str):
-        import contextlib
-
-        @contextlib.contextmanager
-        def timer():
-            t0 = time.perf_counter()
-            try:
-                yield
-            finally:
-                self.seconds[phase] += time.perf_counter() - t0
-        return timer()
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] += time.perf_counter() - t0
 
     def done(self) -> dict[str, float]:
         return dict(self.seconds)
@@ -337,22 +335,20 @@ class _Phases:
 
 def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Measurement], options: Options,
               bandwidth: float, checker: "Checker", clock: _Phases,
-              known_baselines: "BaselineTimes | None", fresh: bool = False,
-              reused: list | None = None) -> tuple[list[Measurement], Measurement | None]:
+              known_baselines: "BaselineTimes | None") -> tuple[list[Measurement], Measurement | None, bool]:
     """Times one configuration per (shape, init) — per shape with time_inits="first" — the first seed's.
     Baselines timed recently by this evaluator (`known_baselines`) are reused, and only the kernel is timed.
-    Returns the measurements, and the configuration whose last timed call gave a wrong answer, if any
-    (timed calls must compute too)."""
-    out, timed = [], set()
+    Returns the measurements, the configuration whose last timed call gave a wrong answer, if any (timed
+    calls must compute too), and whether any baseline times were reused."""
+    out, timed, reused = [], set(), False
     for i, (cfg, m) in enumerate(zip(configs, measurements)):
         key = (cfg.shape_id, cfg.init if options.time_inits == "all" else "")
         if key in timed:
             out.append(m)
             continue
         timed.add(key)
-        known = known_baselines.get(cfg.id) if known_baselines is not None and not fresh else None
-        if known and reused is not None:
-            reused[0] = True
+        known = known_baselines.get(cfg.id) if known_baselines is not None else None
+        reused = reused or known is not None
         wanted = [] if known else list(options.baselines)
         prep = {}
         if wanted:
@@ -367,7 +363,7 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
         if "outputs" in reply:
             why, _, _ = checker.compare_files(cfg, reply["variant"], reply["outputs"])
             if why:
-                return out, Measurement(**{**m.__dict__, "correct": False, "failure": why})
+                return out, Measurement(**{**m.__dict__, "correct": False, "failure": why}), reused
         s = reply["samples"]
         if known:
             base_stats, notes = known
@@ -380,7 +376,7 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
         failure = "; ".join(f"{k}: {v}" for k, v in notes.items()) or None
         out.append(Measurement(**{**m.__dict__, "kernel": Stats.of(s["kernel"]), "eager": base_stats.get("eager"),
                                   "compile": base_stats.get("compile"), "floor_ms": floor_ms, "failure": failure}))
-    return out, None
+    return out, None, reused
 
 
 def _rotations(task: Task, cfg: Config, options: Options) -> int:
@@ -484,7 +480,8 @@ class Checker:
             if math.isfinite(worst) and worst <= 1.0:
                 worst_abs, worst_rel = max(worst_abs, worst_err), max(worst_rel, worst)
                 continue
-            return self._diagnose(spec.name, out64, ref, finite, ratio, call, worst_abs, worst_rel)
+            return self._diagnose(spec.name, out64, ref, finite, ratio, call, max(worst_abs, worst_err),
+                                  max(worst_rel, worst))
         return None, worst_abs, worst_rel
 
     def _diagnose(self, name: str, out64, ref, finite, ratio, call: str, worst_abs: float, worst_rel: float):
@@ -501,10 +498,6 @@ class Checker:
                         f"first at {_first(nan)} ({call})", float("inf"), float("inf"))
             return (f"output {name}: {int(not_finite.sum())} elements Inf where the reference is finite, "
                     f"first at {_first(not_finite)} ({call})", float("inf"), float("inf"))
-        err = torch.sub(out64, ref).abs_()
-        if finite is not None:
-            err.masked_fill_(~finite, 0)
-        worst_abs, worst_rel = max(worst_abs, float(err.max())), max(worst_rel, float(ratio.max()))
         flat = int(ratio.reshape(-1).argmax())
         idx = tuple(int(i) for i in np.unravel_index(flat, shape))
         n_bad = int((ratio > 1).sum())

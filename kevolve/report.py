@@ -67,10 +67,9 @@ def summary_text(summary: dict, store_dir: Path) -> str:
     if best:
         from kevolve.store import Store
         with Store.open(store_dir, readonly=True) as store:
-            ev = Evaluation.from_json(store.get(best["id"]).evaluation)
-            confirmed = [p for _, _, p in store.events("confirm") if p.get("id") == best["id"] and p.get("correct")]
-        if best.get("confirmed") and confirmed:        # the judgement with baselines interleaved
-            ev = Evaluation.from_json(confirmed[-1]["evaluation"])
+            confirmed = [p for _, _, p in store.events("confirm")      # the judgement with baselines interleaved
+                         if p.get("id") == best["id"] and p.get("correct")] if best.get("confirmed") else []
+            ev = Evaluation.from_json(confirmed[-1]["evaluation"] if confirmed else store.get(best["id"]).evaluation)
         header, rows = config_rows(ev, label="best")
         how = ("judged again, baselines interleaved" if best.get("confirmed")
                else "not confirmed: " + "; ".join(best.get("not_confirmed", ["baselines from the search"]))[:300])

@@ -148,7 +148,8 @@ class Driver:
         self.deadline = self.start + s.wall_time_s
         self.last_progress = 0.0
         self.best_evaluation: Evaluation | None = None
-        self.confirmation: dict | None = None     # the best judged again, baselines interleaved (confirm_best)
+        self.confirmed: Candidate | None = None   # the best, judged again with baselines interleaved
+        self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
 
     # ------------------------------------------------------------------ setup
     def _start_evaluators(self) -> list:
@@ -296,8 +297,7 @@ class Driver:
             return self._finish(c, Outcome(0.0, False, False, f"static rule: {verdict.reason}"))
         self.store.set_stage(c.id, "verified", verdict=verdict, timings={"verify": seconds})
         job.stage, job.started = "build", time.perf_counter()
-        builder = actors.build_task.options(resources=dict(self.cfg.resources.builder_resources) or None)
-        self.jobs[builder.remote(c.source, self.options.target, ABI, self.arch)] = job
+        self.jobs[self._build(c.source)] = job
 
     def _after_build(self, job: Job, result) -> None:
         b, data = result
@@ -391,24 +391,25 @@ class Driver:
         if self.stream is not None or not self.store.best(1):
             return
         self._progress(force=True, note="confirming the best")
-        failures = []
         for record in self.store.best(tries):
             c = record.candidate
-            b, data = ray.get(actors.build_task.options(resources=dict(self.cfg.resources.builder_resources) or None)
-                              .remote(c.source, self.options.target, ABI, self.arch))
+            b, data = ray.get(self._build(c.source))
             if not b.ok:                              # cannot happen with an intact build cache; say so if it does
-                failures.append(f"{c.id}: could not be rebuilt: {b.error}")
+                self.not_confirmed.append(f"{c.id}: could not be rebuilt: {b.error}")
                 continue
             ev, seconds = ray.get(self.evaluators[0].evaluate.remote(b.key, data, b.module_name, True))
             self.store.log_event("confirm", {"id": c.id, "correct": ev.correct, "failure": ev.failure,
                                              "seconds": round(seconds, 1), "evaluation": ev.to_json()})
             if ev.correct:
-                self.confirmation = {"id": c.id, "candidate": c, "evaluation": ev, "failures": failures}
-                self.best_evaluation = ev
+                self.confirmed, self.best_evaluation = c, ev
                 self._write_best(c)
                 return
-            failures.append(f"{c.id}: {ev.failure}")
-        self.confirmation = {"id": None, "failures": failures}
+            self.not_confirmed.append(f"{c.id}: {ev.failure}")
+
+    def _build(self, source: str):
+        """A build task for `source`, placed by `resources.builder_resources`: a ref to (Build, bytes)."""
+        return (actors.build_task.options(resources=dict(self.cfg.resources.builder_resources) or None)
+                .remote(source, self.options.target, ABI, self.arch))
 
     def _write_best(self, c: Candidate) -> None:
         path = self.run_dir / f"best{SUFFIX[self.options.target]}"
@@ -433,10 +434,7 @@ class Driver:
     def summary(self) -> dict:
         elapsed = time.perf_counter() - self.start
         best = self.population.best()
-        best_candidate = best.candidate if best is not None else None
-        conf = self.confirmation
-        if conf and conf["id"]:
-            best_candidate = conf["candidate"]
+        best_candidate = self.confirmed or (best.candidate if best is not None else None)
         ev = self.best_evaluation
         out = {"run_dir": str(self.run_dir), "task": self.task.name, "target": self.options.target,
                "shapes": self.options.shapes, "candidates": self.finished, "correct": self.correct,
@@ -450,9 +448,9 @@ class Driver:
             out["best"] = {"id": best_candidate.id, "kernel": str(self.run_dir / f"best{SUFFIX[self.options.target]}"),
                            "operator": best_candidate.operator, "speedup": ev.speedup,
                            "speedup_eager": ev.speedup_eager, "speedup_compile": ev.speedup_compile,
-                           "floor_fraction": ev.floor_fraction, "confirmed": bool(conf and conf["id"])}
-            if conf and conf["failures"]:
-                out["best"]["not_confirmed"] = conf["failures"]
+                           "floor_fraction": ev.floor_fraction, "confirmed": self.confirmed is not None}
+            if self.not_confirmed:
+                out["best"]["not_confirmed"] = self.not_confirmed
         self.tracker.finish(out)
         return out
 

@@ -42,6 +42,7 @@ class Worker:
         self.task = self.kernel = None
         self.buffers: dict[int, list[dict]] = {}     # config index -> buffer sets allocated for it
         self.compiled = {}
+        self.ipc = False                            # outputs through CUDA IPC (set_exchange) or files
 
     # ------------------------------------------------------------------ commands
     def init(self, task_dir: str, lib: str, abi: str, target: str, module: str | None, exchange: str,
@@ -168,7 +169,7 @@ class Worker:
 
     def _export(self, outputs: dict, config: int, variant: int) -> dict:
         from kevolve import exchange
-        return exchange.export(outputs, self.exchange, f"{config}.{variant}", getattr(self, "ipc", False))
+        return exchange.export(outputs, self.exchange, f"{config}.{variant}", self.ipc)
 
     @property
     def task_configs(self):
