@@ -13,8 +13,8 @@ import platform
 import statistics
 import tempfile
 
-from kevolve import build as builder
-from kevolve.report import table
+from kevolve.judge import build as builder
+from kevolve.report.tables import table
 from kevolve.task import load_task
 
 

@@ -14,9 +14,9 @@ import argparse
 import time
 from pathlib import Path
 
-from kevolve import build
-from kevolve.harness import Options, Reuse, judge
-from kevolve.report import table
+from kevolve.judge import build
+from kevolve.judge.harness import Options, Reuse, judge
+from kevolve.report.tables import table
 from kevolve.task import load_task
 
 PHASES = ("load", "check", "reference", "baselines", "time")

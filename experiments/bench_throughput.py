@@ -17,11 +17,11 @@ from pathlib import Path
 
 import ray
 
-from kevolve import knobs
+from kevolve.operators import knobs
 from kevolve.config import Config, ResourcesConfig, SearchConfig, TaskConfig
-from kevolve.population import source_hash
-from kevolve.report import table
-from kevolve.search import run
+from kevolve.search.population import source_hash
+from kevolve.report.tables import table
+from kevolve.search.driver import run
 from kevolve.task import load_task
 
 

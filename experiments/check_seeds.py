@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from kevolve.harness import Options, evaluate
-from kevolve.report import table
+from kevolve.judge.harness import Options, evaluate
+from kevolve.report.tables import table
 from kevolve.task import list_tasks, load_task
 
 

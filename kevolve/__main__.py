@@ -15,8 +15,9 @@ import hydra
 from omegaconf import DictConfig
 
 import kevolve.config  # noqa: F401  (registers the resolvers conf/config.yaml uses)
+from kevolve import ROOT
 
-CONF = str(Path(__file__).resolve().parent.parent / "conf")
+CONF = str(ROOT / "conf")
 _started = False          # set once Hydra has composed the config and handed it to us
 
 
@@ -26,18 +27,18 @@ def main(cfg: DictConfig) -> int:
     _started = True
     from hydra.core.hydra_config import HydraConfig
     from kevolve.config import ConfigError, from_hydra
-    from kevolve.store import StoreError
+    from kevolve.search.store import StoreError
     try:
         config = from_hydra(cfg)
         run_dir = Path(config.resume or config.run_dir or HydraConfig.get().runtime.output_dir).resolve()
-        from kevolve import search
+        from kevolve.search import driver as search
         summary = search.run(config, run_dir)
     except (ConfigError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         if HydraConfig.get().mode.name == "RUN":
             sys.exit(2)
         raise
-    from kevolve.report import summary_text
+    from kevolve.report.tables import summary_text
     print(summary_text(summary, run_dir))
     print(json.dumps(summary), flush=True)
     if HydraConfig.get().mode.name == "RUN" and summary["best"] is None:

@@ -112,7 +112,7 @@ def validate(c: Config) -> None:
         if not ok:
             raise ConfigError(f"config field {key!r}: got {got!r}; expected {accepts}")
 
-    from kevolve.task import list_tasks
+    from kevolve.task.spec import list_tasks
     need(c.task.name in list_tasks() or (Path(c.task.name) / "task.yaml").is_file(), "task.name", c.task.name,
          f"one of {list_tasks()} or the path of a folder holding task.yaml")
     need(c.resources.target in (None, "cpu", "cuda"), "resources.target", c.resources.target, "cpu, cuda or null")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kevolve.results import Evaluation
+from kevolve.judge.results import Evaluation
 
 
 def _ms(x: float | None) -> str:
@@ -65,7 +65,7 @@ def summary_text(summary: dict, store_dir: Path) -> str:
     lines = []
     best = summary.get("best")
     if best:
-        from kevolve.store import Store
+        from kevolve.search.store import Store
         with Store.open(store_dir, readonly=True) as store:
             confirmed = [p for _, _, p in store.events("confirm")      # the judgement with baselines interleaved
                          if p.get("id") == best["id"] and p.get("correct")] if best.get("confirmed") else []

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from kevolve.population import Candidate, Outcome, source_hash
-from kevolve.results import Evaluation
+from kevolve.search.population import Candidate, Outcome, source_hash
+from kevolve.judge.results import Evaluation
 
 DB_NAME = "kevolve.db"
 SCHEMA_VERSION = 1

@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from kevolve.task import geomean
+from kevolve.task.spec import geomean
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,9 @@ from typing import Any, Callable
 
 import yaml
 
-TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+from kevolve import ROOT
+
+TASKS_DIR = ROOT / "tasks"
 TARGETS = ("cpu", "cuda")
 DTYPES = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t"}
 SCALAR_TYPES = {"float": "float", "double": "double", "int": "int64_t"}
@@ -91,8 +93,8 @@ class ScalarSpec:
 
 
 @dataclass(frozen=True)
-class Config:
-    """One point of a shape set: sizes × initialisation × seed. `heldout` configs are never shown to an LLM."""
+class Case:
+    """One configuration of a shape set (a case): sizes × initialisation × seed. `heldout` configs are never shown to an LLM."""
     sizes: tuple[tuple[str, int], ...]
     init: str
     seed: int
@@ -126,7 +128,7 @@ class Task:
     atol: float
     rtol: float
     init_sets: tuple[str, ...]
-    shape_sets: dict[str, tuple[Config, ...]]
+    shape_sets: dict[str, tuple[Case, ...]]
     dir: Path
     seeds: dict[str, tuple[str, ...]]    # "cpu" / "cuda" / "torch-cuda" / "torch-cpu" -> files in seeds/, plain one first
     reference: Callable[..., Any] = field(repr=False, compare=False)
@@ -138,7 +140,7 @@ class Task:
         return self.name if self.dir == (TASKS_DIR / self.name).resolve() else str(self.dir)
 
     # ---- shapes and sizes
-    def configs(self, shape_set: str) -> tuple[Config, ...]:
+    def configs(self, shape_set: str) -> tuple[Case, ...]:
         if shape_set not in self.shape_sets:
             raise TaskError(f"task {self.name}: no shape set {shape_set!r} (known: {sorted(self.shape_sets)})")
         return self.shape_sets[shape_set]
@@ -170,7 +172,7 @@ class Task:
         return p.read_text() if p.exists() else self.description
 
     # ---- inputs
-    def make_inputs(self, config: Config, device: str, variant: int = 0) -> dict[str, Any]:
+    def make_inputs(self, config: Case, device: str, variant: int = 0) -> dict[str, Any]:
         """Draws the inputs of `config` on `device`; `variant` gives new contents for the same shapes."""
         import torch
         sizes = config.size_dict
@@ -287,7 +289,7 @@ def _parse(raw: dict, folder: Path) -> Task:
     return task
 
 
-def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...]) -> tuple[Config, ...]:
+def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...]) -> tuple[Case, ...]:
     inits = tuple(spec.get("inits", init_sets))
     seeds = tuple(spec.get("seeds", [0]))
     for i in inits:
@@ -303,7 +305,7 @@ def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...]) -> 
                 raise TaskError(f"configuration {c}: sizes must be exactly {list(sizes)}")
             for init in inits:
                 for seed in seeds:
-                    out.append(Config(tuple((s, int(c[s])) for s in sizes), init, int(seed), label, heldout))
+                    out.append(Case(tuple((s, int(c[s])) for s in sizes), init, int(seed), label, heldout))
     if not out:
         raise TaskError("a shape set has no configurations")
     return tuple(out)

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from kevolve import knobs
-from kevolve.population import source_hash
+from kevolve.operators import knobs
+from kevolve.search.population import source_hash
 
 KERNEL = """\
 #include <cstdint>

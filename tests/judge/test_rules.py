@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kevolve import verify
+from kevolve.judge import rules as verify
 from kevolve.task import TASKS_DIR
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent          # tests/
 
 # (snippet, target, abi, the rule it must break — None: it must pass)
 CASES = [

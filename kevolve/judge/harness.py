@@ -33,13 +33,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kevolve import build as builder
-from kevolve import exchange, verify
-from kevolve.results import Evaluation, Measurement, Stats
-from kevolve.sandbox import clean_env
-from kevolve.task import Config, Task
+from kevolve.judge import build as builder
+from kevolve.judge import exchange
+from kevolve.judge import rules as verify
+from kevolve.judge.results import Evaluation, Measurement, Stats
+from kevolve import ROOT
+from kevolve.judge.sandbox import clean_env
+from kevolve.task.spec import Case, Task
 
-ROOT = Path(__file__).resolve().parent.parent
+
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class WorkerDied(Exception):
 
 
 class WorkerProcess:
-    """A `python -m kevolve.worker` child speaking JSON lines, killed with its process group on a hang."""
+    """A `python -m kevolve.judge.worker` child speaking JSON lines, killed with its process group on a hang."""
 
     def __init__(self, options: Options):
         extra = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -77,7 +79,7 @@ class WorkerProcess:
             # torch's OpenMP and the kernel's (the system libgomp) are two thread pools; spinning ones
             # starve each other on few cores and time each other's spin, not work
             extra.setdefault("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
-        self.proc = subprocess.Popen([sys.executable, "-m", "kevolve.worker"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", "kevolve.judge.worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(extra),
                                      start_new_session=True, cwd=tempfile.gettempdir())
         self.stderr = collections.deque(maxlen=256)       # the tail only: a kernel may print without end
@@ -379,7 +381,7 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
     return out, None, reused
 
 
-def _rotations(task: Task, cfg: Config, options: Options) -> int:
+def _rotations(task: Task, cfg: Case, options: Options) -> int:
     import torch
     nbytes = sum(math.prod(task.shape(s, cfg.size_dict)) * torch.empty(0, dtype=getattr(torch, s.dtype)).element_size()
                  for s in task.inputs + task.outputs)
@@ -398,11 +400,11 @@ class Checker:
         self.references = references if references is not None else References(0)
         self.device = "cuda" if options.target == "cuda" else "cpu"
 
-    def reference(self, cfg: Config, variant: int) -> tuple[dict, tuple]:
+    def reference(self, cfg: Case, variant: int) -> tuple[dict, tuple]:
         """The inputs' digests and, per output, the float64 reference and where it is finite (None: all of
         it, the usual case) for inputs `variant` of `cfg`."""
         import torch
-        from kevolve.worker import digest
+        from kevolve.judge.worker import digest
 
         def compute():
             inputs = self.task.make_inputs(cfg, self.device, variant)
@@ -416,7 +418,7 @@ class Checker:
         with self.clock("reference"):
             return self.references.get((cfg.id, variant), compute)
 
-    def check_config(self, worker: WorkerProcess, index: int, cfg: Config) -> Measurement:
+    def check_config(self, worker: WorkerProcess, index: int, cfg: Case) -> Measurement:
         worst_abs = worst_rel = 0.0
         pointers = None
         for variant, new_buffers in self.CALLS:
@@ -449,13 +451,13 @@ class Checker:
                 return fail(why)
         return Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, True, worst_abs, worst_rel)
 
-    def compare_files(self, cfg: Config, variant: int, files: dict) -> tuple[str | None, float, float]:
+    def compare_files(self, cfg: Case, variant: int, files: dict) -> tuple[str | None, float, float]:
         """Checks outputs a worker wrote for inputs `variant` (a timed call's, say) against the reference."""
         _, expected = self.reference(cfg, variant)
         with self.clock("reference"):
             return self._compare(expected, cfg, files, _CALLS.get(variant, "a timed call"))
 
-    def _compare(self, expected: tuple, cfg: Config, files: dict, call: str) -> tuple[str | None, float, float]:
+    def _compare(self, expected: tuple, cfg: Case, files: dict, call: str) -> tuple[str | None, float, float]:
         """One pass for the verdict (NaN and Inf propagate through the maxima); the diagnosis of a failure
         (what is NaN, what is out of tolerance, and where) runs only when there is one."""
         import torch

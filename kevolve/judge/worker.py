@@ -48,8 +48,8 @@ class Worker:
     def init(self, task_dir: str, lib: str, abi: str, target: str, module: str | None, exchange: str,
              threads: int | None = None) -> dict:
         import torch
-        from kevolve.task import load_task
-        from kevolve.abi import CKernel, TorchKernel
+        from kevolve.task.spec import load_task
+        from kevolve.task.abi import CKernel, TorchKernel
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
@@ -123,7 +123,7 @@ class Worker:
 
     def time(self, config: int, reps: int, budget_s: float, baselines: list[str], rotate: int) -> dict:
         """Times the kernel and the baselines interleaved on the same rotating inputs; samples in ms."""
-        from kevolve import timing
+        from kevolve.judge import timing
         task, cfg = self.task, self.task_configs[config]
         sizes = cfg.size_dict
         sets = [self._allocate(sizes) for _ in range(rotate)]
@@ -160,7 +160,7 @@ class Worker:
         import torch
         self._probe = torch.arange(1024, dtype=torch.float32, device="cuda")
         self._sync()
-        from kevolve import exchange
+        from kevolve.judge import exchange
         return {"probe": exchange.describe(self._probe)}
 
     def set_exchange(self, ipc: bool) -> dict:
@@ -168,7 +168,7 @@ class Worker:
         return {}
 
     def _export(self, outputs: dict, config: int, variant: int) -> dict:
-        from kevolve import exchange
+        from kevolve.judge import exchange
         return exchange.export(outputs, self.exchange, f"{config}.{variant}", self.ipc)
 
     @property
@@ -240,7 +240,7 @@ class Worker:
             torch.cuda.synchronize()
 
     def _bandwidth(self) -> float:
-        from kevolve import timing
+        from kevolve.judge import timing
         return timing.copy_bandwidth(self.device)
 
 
@@ -305,7 +305,7 @@ def _exit_with_parent() -> None:
 def main() -> None:
     _exit_with_parent()
     import torch  # noqa: F401  (before the first request: a spare worker is ready when it is handed work)
-    import kevolve.abi, kevolve.task, kevolve.timing  # noqa: F401,E401
+    import kevolve.task.abi, kevolve.task.spec, kevolve.judge.timing  # noqa: F401,E401
     proto = os.fdopen(os.dup(1), "w", buffering=1)   # the protocol pipe
     os.dup2(2, 1)                                    # the candidate's printf goes to stderr
     worker = Worker()

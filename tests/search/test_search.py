@@ -21,14 +21,16 @@ from pathlib import Path
 import pytest
 import ray
 
-from kevolve import actors, knobs, search
+from kevolve.search import actors
+from kevolve.operators import knobs
+from kevolve.search import driver as search
 from kevolve.config import ConfigError, from_hydra
-from kevolve.harness import Options, evaluate
-from kevolve.results import Evaluation
-from kevolve.store import TERMINAL, Store
+from kevolve.judge.harness import Options, evaluate
+from kevolve.judge.results import Evaluation
+from kevolve.search.store import TERMINAL, Store
 from kevolve.task import load_task
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tests" / "search_task"
 SEED = TASK / "seeds" / "cpu.cpp"
 N_CONFIGS = 2                                  # configurations of the `small` shape set
@@ -429,7 +431,7 @@ def test_a_best_that_fails_when_judged_again_is_not_reported(local_ray, tmp_path
     """The best is judged once more at the end. Here the library behind it is swapped in the build cache
     for one that returns an error, as a kernel that passed once by luck (a race) would fail: the next
     best is confirmed and reported, and the failure is named."""
-    from kevolve import build as builder
+    from kevolve.judge import build as builder
     run_dir = tmp_path / "run"
     first = search.run(make_config(candidates=3), run_dir)
     assert first["best"]["confirmed"], first
@@ -510,7 +512,7 @@ def test_resume_of_a_run_killed_before_its_seeds_seeds_it(local_ray, tmp_path):
 
 
 def test_resume_of_a_missing_run_is_an_error(local_ray, tmp_path):
-    from kevolve.store import StoreError
+    from kevolve.search.store import StoreError
     with pytest.raises(StoreError):
         search.run(make_config(resume=tmp_path / "nothing"), tmp_path / "nothing")
 

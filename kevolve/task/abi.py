@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from kevolve.task import SCALAR_TYPES, Task
+from kevolve.task.spec import SCALAR_TYPES, Task
 
 ABIS = ("c", "torch")
 _CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double, "int64_t": ctypes.c_int64}

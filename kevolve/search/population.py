@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from random import Random
 from typing import Any, Iterable, Mapping
 
-from kevolve.dedupe import normalize_source, source_hash  # noqa: F401  (re-exported: the duplicate key)
+from kevolve.search.dedupe import normalize_source, source_hash  # noqa: F401  (re-exported: the duplicate key)
 
 
 # ---------------------------------------------------------------- candidates

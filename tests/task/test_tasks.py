@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kevolve import knobs
-from kevolve.abi import CKernel, c_prototype
-from kevolve.build import build
+from kevolve.operators import knobs
+from kevolve.task.abi import CKernel, c_prototype
+from kevolve.judge.build import build
 from kevolve.task import Task, list_tasks, load_task
 
 TASKS = list_tasks()

@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from kevolve import knobs
-from kevolve.abi import CKernel
-from kevolve.build import build, cuda_home
-from kevolve.harness import Options, evaluate
-from kevolve.task import Config, Task, list_tasks, load_task
-from kevolve.verify import check
+from kevolve.operators import knobs
+from kevolve.task.abi import CKernel
+from kevolve.judge.build import build, cuda_home
+from kevolve.judge.harness import Options, evaluate
+from kevolve.task import Case, Task, list_tasks, load_task
+from kevolve.judge.rules import check
 from test_tasks import worst_ratio  # the harness's tolerance test, shared
 
 TASKS = list_tasks()
@@ -473,7 +473,7 @@ def emulated_kernel(name: str, src: str, folder: Path, reverse: bool) -> CKernel
     return kernel
 
 
-def emulator_configs(t: Task) -> list[Config]:
+def emulator_configs(t: Task) -> list[Case]:
     """One configuration per small shape (the first init and seed), the last init set on the first two, and
     two shapes beyond the small set: long rows that need many tiles, or huge and tiny classes."""
     seen, configs = set(), []
@@ -483,11 +483,11 @@ def emulator_configs(t: Task) -> list[Config]:
             configs.append(c)
     configs += [c for c in t.configs("small") if c.init == t.init_sets[-1] and c.seed == 0][:2]
     if "B" in t.sizes and "N" in t.sizes:
-        configs += [Config((("B", 2), ("N", 300007)), t.init_sets[0], 0),
-                    Config((("B", 5), ("N", 65537)), t.init_sets[-1], 1)]
+        configs += [Case((("B", 2), ("N", 300007)), t.init_sets[0], 0),
+                    Case((("B", 5), ("N", 65537)), t.init_sets[-1], 1)]
     elif "C" in t.sizes:
-        configs += [Config((("B", 3001), ("C", 3)), t.init_sets[-1], 0),
-                    Config((("B", 5), ("C", 70001)), t.init_sets[0], 1)]
+        configs += [Case((("B", 3001), ("C", 3)), t.init_sets[-1], 0),
+                    Case((("B", 5), ("C", 70001)), t.init_sets[0], 1)]
     return configs
 
 

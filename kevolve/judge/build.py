@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from kevolve.sandbox import clean_env
+from kevolve import ROOT
+from kevolve.judge.sandbox import clean_env
 
 SUFFIX = {"cuda": ".cu", "cpu": ".cpp"}
 NVCC_FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo"]
@@ -114,9 +115,9 @@ def build(source: str, target: str, abi: str = "c", arch: str | None = None, tim
     if abi == "c":
         cmd = _c_command(src, work / "kernel.so", target, arch)
     else:
-        cmd = [sys.executable, "-m", "kevolve.build", str(src), str(work), f"kevolve_{key}", target, arch]
+        cmd = [sys.executable, "-m", "kevolve.judge.build", str(src), str(work), f"kevolve_{key}", target, arch]
     try:
-        root = str(Path(__file__).resolve().parent.parent)       # the torch ABI runs `python -m kevolve.build`
+        root = str(ROOT)                                       # the torch ABI runs `python -m kevolve.judge.build`
         pythonpath = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=work,
                               env=clean_env({"CUDA_HOME": cuda_home(), "PYTHONPATH": pythonpath}))

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.population import Candidate, Population, PopulationConfig
-from kevolve.results import Evaluation, Measurement, Stats
-from kevolve.store import DB_NAME, Store, StoreError
+from kevolve.search.population import Candidate, Population, PopulationConfig
+from kevolve.judge.results import Evaluation, Measurement, Stats
+from kevolve.search.store import DB_NAME, Store, StoreError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cand(cid: str, island: int = 0, parents=(), operator: str = "optimize") -> Candidate:
@@ -146,8 +146,8 @@ def test_a_reader_sees_the_writers_commits(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from kevolve.population import Candidate
-    from kevolve.store import Store
+    from kevolve.search.population import Candidate
+    from kevolve.search.store import Store
     store = Store.create(sys.argv[1], {"task": "t"})
     big = "x" * 20000
     i = 0

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from kevolve.population import (Candidate, Outcome, Population, PopulationConfig, normalize_source,
+from kevolve.search.population import (Candidate, Outcome, Population, PopulationConfig, normalize_source,
                                 source_hash)
 
 KERNEL = """\

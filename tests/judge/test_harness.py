@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from kevolve import build as builder
-from kevolve import sandbox
-from kevolve.harness import Options, Reuse, WorkerProcess, evaluate, judge
-from kevolve.results import Evaluation
+from kevolve.judge import build as builder
+from kevolve.judge import sandbox
+from kevolve.judge.harness import Options, Reuse, WorkerProcess, evaluate, judge
+from kevolve.judge.results import Evaluation
 from kevolve.task import load_task
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent          # tests/
 CPU_KERNELS = HERE / "kernels" / "cpu"
 TINY = HERE / "kernels" / "tasks" / "layernorm_tiny"
 ONE = HERE / "kernels" / "tasks" / "layernorm_one"

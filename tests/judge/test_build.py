@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kevolve import build as builder
+from kevolve.judge import build as builder
 from kevolve.task import load_task
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent          # tests/
 CUDA_KERNELS = sorted((HERE / "kernels" / "cuda").glob("*.cu"))
 
 GOOD_CPP = """#include <cstdint>

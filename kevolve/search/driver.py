@@ -23,14 +23,14 @@ from typing import Iterator
 
 import ray
 
-from kevolve import actors
-from kevolve.build import SUFFIX
+from kevolve.search import actors
+from kevolve.judge.build import SUFFIX
 from kevolve.config import Config, ConfigError
-from kevolve.harness import Options
-from kevolve.population import Candidate, Outcome, Population, PopulationConfig
-from kevolve.results import Evaluation
-from kevolve.store import Store
-from kevolve.task import Task, load_task
+from kevolve.judge.harness import Options
+from kevolve.search.population import Candidate, Outcome, Population, PopulationConfig
+from kevolve.judge.results import Evaluation
+from kevolve.search.store import Store
+from kevolve.task.spec import Task, load_task
 from kevolve.tracking import make_tracker
 
 ABI = "c"

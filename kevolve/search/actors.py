@@ -18,11 +18,12 @@ from pathlib import Path
 
 import ray
 
-from kevolve import build as builder
-from kevolve import knobs, verify
-from kevolve.harness import Options, Reuse, judge
-from kevolve.results import Evaluation
-from kevolve.task import load_task
+from kevolve.judge import build as builder
+from kevolve.operators import knobs
+from kevolve.judge import rules as verify
+from kevolve.judge.harness import Options, Reuse, judge
+from kevolve.judge.results import Evaluation
+from kevolve.task.spec import load_task
 
 
 @ray.remote(num_cpus=0)

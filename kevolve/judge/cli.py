@@ -1,0 +1,103 @@
+"""`python -m kevolve.evaluate task=NAME kernel=PATH [target=cpu|cuda] [abi=c|torch] [shapes=small|bench] [timeout=S]`
+
+Judges one kernel file on one task: prints a table per configuration (eager, compile, kernel, speedups,
+fraction of the memory floor, error), then, as the last line of stdout, one JSON object (`Evaluation.summary`).
+Exit status: 0 correct, 1 rejected (any reason), 2 bad usage (unknown task, missing file, bad value).
+Defaults: target=cuda when a GPU is visible, else cpu; shapes=bench on cuda, small on cpu.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+USAGE = ("usage: python -m kevolve.evaluate task=NAME kernel=PATH [target=cpu|cuda] [abi=c|torch] "
+         "[shapes=small|bench] [timeout=SECONDS] [reps=N] [baselines=eager,compile]")
+KEYS = {"task", "kernel", "target", "abi", "shapes", "timeout", "reps", "baselines", "budget"}
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse(argv: list[str]) -> dict[str, str]:
+    args = {}
+    for a in argv:
+        if a in ("-h", "--help"):
+            raise UsageError(__doc__.strip())
+        key, sep, value = a.partition("=")
+        if not sep or key not in KEYS:
+            raise UsageError(f"unknown argument {a!r}; expected key=value with key in {sorted(KEYS)}")
+        args[key] = value
+    for required in ("task", "kernel"):
+        if not args.get(required):
+            raise UsageError(f"missing {required}=...")
+    return args
+
+
+def options_from(args: dict[str, str], task):
+    from kevolve.judge.harness import Options
+    target = args.get("target") or _default_target()
+    if target not in ("cpu", "cuda"):
+        raise UsageError(f"target must be cpu or cuda, not {target!r}")
+    abi = args.get("abi", "c")
+    if abi not in ("c", "torch"):
+        raise UsageError(f"abi must be c or torch, not {abi!r}")
+    shapes = args.get("shapes") or ("bench" if target == "cuda" else "small")
+    if shapes not in task.shape_sets:
+        raise UsageError(f"task {task.name} has no shape set {shapes!r}; known: {', '.join(task.shape_sets)}")
+    baselines = tuple(b for b in args.get("baselines", "eager,compile").split(",") if b)
+    if set(baselines) - {"eager", "compile"}:
+        raise UsageError(f"baselines must be a comma-separated subset of eager,compile, not {args['baselines']!r}")
+    kw = dict(target=target, abi=abi, shapes=shapes, baselines=baselines)
+    for key, conv, low in (("timeout", float, 1), ("reps", int, 1), ("budget", float, 0.01)):
+        if key in args:
+            try:
+                value = conv(args[key])
+            except ValueError:
+                raise UsageError(f"{key} must be a number, not {args[key]!r}") from None
+            if value < low:
+                raise UsageError(f"{key} must be at least {low}, not {value}")
+            kw["budget_s" if key == "budget" else key] = value
+    return Options(**kw)
+
+
+def _default_target() -> str:
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kevolve.task.spec import TaskError, load_task
+    try:
+        args = parse(sys.argv[1:] if argv is None else argv)
+        try:
+            task = load_task(args["task"])
+        except TaskError as e:
+            raise UsageError(str(e)) from None
+        path = Path(args["kernel"])
+        if not path.is_file():
+            raise UsageError(f"kernel file {str(path)!r} does not exist")
+        options = options_from(args, task)
+        if options.target == "cuda" and not _has_nvcc():
+            raise UsageError("target=cuda needs nvcc: set CUDA_HOME or put nvcc on PATH")
+    except UsageError as e:
+        print(f"{e}\n{USAGE}" if "usage" not in str(e) else str(e), file=sys.stderr)
+        return 2
+    from kevolve.judge.harness import evaluate
+    from kevolve.report.tables import evaluation_report
+    ev = evaluate(task, path.read_text(), options)
+    print(evaluation_report(ev))
+    print(json.dumps(ev.summary()))
+    return 0 if ev.correct else 1
+
+
+def _has_nvcc() -> bool:
+    import os
+    import shutil
+    from kevolve.judge.build import cuda_home
+    return bool(shutil.which("nvcc")) or os.path.exists(os.path.join(cuda_home(), "bin", "nvcc"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
