@@ -4,7 +4,7 @@
                                       [--target cpu|cuda] [--shapes small|bench] [--judgements 3]
                                       [--no-reuse]
 
-Prints, per judgement, the wall seconds and the seconds per phase (`harness._Phases`: load, check,
+Prints, per judgement, the wall seconds and the seconds per phase (`judge.phases.Phases`: load, check,
 reference, baselines, time). With reuse (the search's default) the first judgement pays for the worker's
 start, the references and torch.compile; the later ones show what a candidate costs in a running search.
 """
@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 from kevolve.judge import build
-from kevolve.judge.harness import Options, Reuse, judge
+from kevolve.judge.harness import judge
+from kevolve.judge.options import Options
+from kevolve.judge.reuse import Reuse
 from kevolve.report.tables import table
 from kevolve.task import load_task
 

@@ -36,7 +36,7 @@ def parse(argv: list[str]) -> dict[str, str]:
 
 
 def options_from(args: dict[str, str], task):
-    from kevolve.judge.harness import Options
+    from kevolve.judge.options import Options
     target = args.get("target") or _default_target()
     if target not in ("cpu", "cuda"):
         raise UsageError(f"target must be cpu or cuda, not {target!r}")

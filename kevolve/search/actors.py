@@ -21,7 +21,9 @@ import ray
 from kevolve.judge import build as builder
 from kevolve.operators import knobs
 from kevolve.judge import rules as verify
-from kevolve.judge.harness import Options, Reuse, judge
+from kevolve.judge.harness import judge
+from kevolve.judge.options import Options
+from kevolve.judge.reuse import Reuse
 from kevolve.judge.results import Evaluation
 from kevolve.task.spec import load_task
 

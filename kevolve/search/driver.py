@@ -26,7 +26,7 @@ import ray
 from kevolve.search import actors
 from kevolve.judge.build import SUFFIX
 from kevolve.config import Config, ConfigError
-from kevolve.judge.harness import Options
+from kevolve.judge.options import Options
 from kevolve.search.population import Candidate, Outcome, Population, PopulationConfig
 from kevolve.judge.results import Evaluation
 from kevolve.search.store import Store

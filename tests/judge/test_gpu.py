@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from kevolve.judge import build as builder
-from kevolve.judge.harness import Options, evaluate, judge
+from kevolve.judge.harness import evaluate, judge
+from kevolve.judge.options import Options
 from kevolve.task import list_tasks, load_task
 
 pytestmark = [pytest.mark.gpu,
@@ -107,7 +108,7 @@ def test_reuse_across_candidates_keeps_verdicts_on_gpu(layernorm):
     """A search's evaluator judges many libraries with one Reuse: after an illegal address (a dead CUDA
     context in that worker) the spare worker judges the next candidate normally, and cached references
     and baselines give the verdicts a fresh judgement gives."""
-    from kevolve.judge.harness import Reuse
+    from kevolve.judge.reuse import Reuse
     options = Options(target="cuda", shapes="small", reps=10, budget_s=0.05, timeout=60, time_inits="first")
     reuse = Reuse(options, 4 << 30, 3600)
 
@@ -143,7 +144,7 @@ def test_hostile_outputs_are_caught_through_either_exchange(layernorm, monkeypat
 def test_outputs_travel_by_cuda_ipc_here(layernorm):
     """Where the evaluator and its worker share the GPU, the probe succeeds, so (g)'s "ipc" case is IPC."""
     from kevolve.judge import exchange
-    from kevolve.judge.harness import WorkerProcess
+    from kevolve.judge.process import WorkerProcess
     built = builder.build(layernorm.seed_path("cuda").read_text(), "cuda")
     worker = WorkerProcess(CHECK)
     try:

@@ -16,7 +16,10 @@ import pytest
 
 from kevolve.judge import build as builder
 from kevolve.judge import sandbox
-from kevolve.judge.harness import Options, Reuse, WorkerProcess, evaluate, judge
+from kevolve.judge.harness import evaluate, judge
+from kevolve.judge.options import Options
+from kevolve.judge.process import WorkerProcess
+from kevolve.judge.reuse import Reuse
 from kevolve.judge.results import Evaluation
 from kevolve.task import load_task
 

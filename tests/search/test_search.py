@@ -25,7 +25,8 @@ from kevolve.search import actors
 from kevolve.operators import knobs
 from kevolve.search import driver as search
 from kevolve.config import ConfigError, from_hydra
-from kevolve.judge.harness import Options, evaluate
+from kevolve.judge.harness import evaluate
+from kevolve.judge.options import Options
 from kevolve.judge.results import Evaluation
 from kevolve.search.store import TERMINAL, Store
 from kevolve.task import load_task

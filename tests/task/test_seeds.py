@@ -28,7 +28,8 @@ import torch
 from kevolve.operators import knobs
 from kevolve.task.abi import CKernel
 from kevolve.judge.build import build, cuda_home
-from kevolve.judge.harness import Options, evaluate
+from kevolve.judge.harness import evaluate
+from kevolve.judge.options import Options
 from kevolve.task import Case, Task, list_tasks, load_task
 from kevolve.judge.rules import check
 from test_tasks import worst_ratio  # the harness's tolerance test, shared

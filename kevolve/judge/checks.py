@@ -1,0 +1,148 @@
+"""The evaluator's side of correctness: the same inputs the worker drew, float64 references, exact input
+digests, and the element-wise verdict on every output of every call.
+
+`Checker.check_config` asks the worker for three calls per configuration (fresh buffers; the same buffers
+with new contents; a second set of buffers), each with outputs and workspace poisoned, and compares.
+Guarantees: the reference is computed here and never exists in the worker; a verdict names the output,
+the call, how many elements failed and the worst one; NaN or Inf where the reference is finite fails.
+Not guaranteed: tolerances per output (they are per task).
+"""
+from __future__ import annotations
+
+import math
+
+from kevolve.judge import exchange
+from kevolve.judge.options import Options
+from kevolve.judge.phases import Phases
+from kevolve.judge.process import WorkerProcess
+from kevolve.judge.results import Measurement
+from kevolve.judge.reuse import References
+from kevolve.task.spec import Case, Task
+
+
+class Checker:
+    """The evaluator's side of correctness: same inputs, float64 reference, digests, element-wise verdict."""
+
+    CALLS = ((0, False), (1, False), (2, True))   # (variant, new buffers): fresh, same buffers new data, new buffers
+
+    def __init__(self, task: Task, options: Options, clock: Phases | None = None,
+                 references: References | None = None):
+        self.task, self.options, self.clock = task, options, clock or Phases()
+        self.references = references if references is not None else References(0)
+        self.device = "cuda" if options.target == "cuda" else "cpu"
+
+    def reference(self, cfg: Case, variant: int) -> tuple[dict, tuple]:
+        """The inputs' digests and, per output, the float64 reference and where it is finite (None: all of
+        it, the usual case) for inputs `variant` of `cfg`."""
+        import torch
+        from kevolve.judge.worker import digest
+
+        def compute():
+            inputs = self.task.make_inputs(cfg, self.device, variant)
+            up = {n: t.double() if t.dtype.is_floating_point else t for n, t in inputs.items()}
+            expected = []
+            for spec, r in zip(self.task.outputs, self.task.call_reference(up, cfg.size_dict)):
+                r = r.reshape(self.task.shape(spec, cfg.size_dict))
+                finite = torch.isfinite(r) if r.dtype.is_floating_point else None
+                expected.append((r, None if finite is None or bool(finite.all()) else finite))
+            return {n: digest(t) for n, t in inputs.items()}, tuple(expected)
+        with self.clock("reference"):
+            return self.references.get((cfg.id, variant), compute)
+
+    def check_config(self, worker: WorkerProcess, index: int, cfg: Case) -> Measurement:
+        worst_abs = worst_rel = 0.0
+        pointers = None
+        for variant, new_buffers in self.CALLS:
+            with self.clock("check"):
+                reply = worker.call("check", self.options.timeout, config=index, variant=variant,
+                                    new_buffers=new_buffers)
+            fail = lambda why: Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, False,  # noqa: E731
+                                           worst_abs, worst_rel, failure=why)
+            if "error" in reply:
+                worker.kill()          # a CUDA error poisons the context: never reuse this worker
+                return fail(f"crash: {reply['error']}")
+            mine, expected = self.reference(cfg, variant)
+            if reply["before"] != mine:
+                raise RuntimeError(f"harness error: the worker drew different inputs for {cfg.id} "
+                                   "(nondeterministic generator?) — please report this")
+            if reply["rc"] != 0:
+                return fail(f"the kernel returned {reply['rc']} (call {variant + 1})")
+            if reply.get("overruns"):
+                return fail(f"wrote past the end of {', '.join(reply['overruns'])} (call {variant + 1})")
+            changed = [n for n in mine if reply["after"][n] != mine[n]]
+            if changed:
+                return fail(f"input {', '.join(changed)} modified by the kernel (call {variant + 1})")
+            if new_buffers and pointers == reply["pointers"]:
+                raise RuntimeError("harness error: the second buffer set reused the first one's addresses")
+            pointers = reply["pointers"]
+            with self.clock("reference"):
+                why, a, r = self._compare(expected, cfg, reply["outputs"], _CALLS.get(variant, "a timed call"))
+            worst_abs, worst_rel = max(worst_abs, a), max(worst_rel, r)
+            if why:
+                return fail(why)
+        return Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, True, worst_abs, worst_rel)
+
+    def compare_files(self, cfg: Case, variant: int, files: dict) -> tuple[str | None, float, float]:
+        """Checks outputs a worker wrote for inputs `variant` (a timed call's, say) against the reference."""
+        _, expected = self.reference(cfg, variant)
+        with self.clock("reference"):
+            return self._compare(expected, cfg, files, _CALLS.get(variant, "a timed call"))
+
+    def _compare(self, expected: tuple, cfg: Case, files: dict, call: str) -> tuple[str | None, float, float]:
+        """One pass for the verdict (NaN and Inf propagate through the maxima); the diagnosis of a failure
+        (what is NaN, what is out of tolerance, and where) runs only when there is one."""
+        import torch
+        task, sizes = self.task, cfg.size_dict
+        worst_abs = worst_rel = 0.0
+        for spec, (ref, finite) in zip(task.outputs, expected):
+            out = exchange.read(files[spec.name], getattr(torch, spec.dtype), task.shape(spec, sizes), self.device)
+            if not out.dtype.is_floating_point:
+                bad = out != ref
+                if bad.any():
+                    return f"output {spec.name}: {int(bad.sum())} wrong values ({call})", 0.0, float("inf")
+                continue
+            out64 = out.double()
+            err = torch.sub(out64, ref).abs_()
+            tol = torch.abs(ref).mul_(task.rtol).add_(task.atol)
+            if finite is not None:             # where the reference is NaN or Inf, any value passes
+                err.masked_fill_(~finite, 0)
+                tol.masked_fill_(~finite, task.atol)
+            worst_err = float(err.max()) if err.numel() else 0.0
+            ratio = err.div_(tol)
+            worst = float(ratio.max()) if ratio.numel() else 0.0
+            if math.isfinite(worst) and worst <= 1.0:
+                worst_abs, worst_rel = max(worst_abs, worst_err), max(worst_rel, worst)
+                continue
+            return self._diagnose(spec.name, out64, ref, finite, ratio, call, max(worst_abs, worst_err),
+                                  max(worst_rel, worst))
+        return None, worst_abs, worst_rel
+
+    def _diagnose(self, name: str, out64, ref, finite, ratio, call: str, worst_abs: float, worst_rel: float):
+        import numpy as np
+        import torch
+        task, shape = self.task, tuple(out64.shape)
+        not_finite = ~torch.isfinite(out64)
+        if finite is not None:
+            not_finite &= finite
+        if not_finite.any():
+            nan = torch.isnan(out64) & not_finite
+            if nan.any():
+                return (f"output {name}: {int(nan.sum())} of {out64.numel()} elements NaN — not written? "
+                        f"first at {_first(nan)} ({call})", float("inf"), float("inf"))
+            return (f"output {name}: {int(not_finite.sum())} elements Inf where the reference is finite, "
+                    f"first at {_first(not_finite)} ({call})", float("inf"), float("inf"))
+        flat = int(ratio.reshape(-1).argmax())
+        idx = tuple(int(i) for i in np.unravel_index(flat, shape))
+        n_bad = int((ratio > 1).sum())
+        return (f"output {name}: {n_bad} of {out64.numel()} elements outside tolerance "
+                f"(atol={task.atol:g}, rtol={task.rtol:g}); worst at {idx}: got {float(out64.reshape(-1)[flat]):.6g}, "
+                f"expected {float(ref.reshape(-1)[flat]):.6g} ({call})", worst_abs, worst_rel)
+
+
+_CALLS = {0: "first call", 1: "second call, same buffers, new inputs", 2: "third call, new buffers"}
+
+
+def _first(mask) -> tuple[int, ...]:
+    import numpy as np
+    flat = int(mask.reshape(-1).nonzero()[0, 0])
+    return tuple(int(i) for i in np.unravel_index(flat, tuple(mask.shape)))

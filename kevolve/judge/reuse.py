@@ -1,0 +1,81 @@
+"""What an evaluator keeps between judgements, none of it reachable by a kernel: a spare worker process,
+the float64 references, and recent baseline times.
+"""
+from __future__ import annotations
+
+import time
+
+from kevolve.judge.options import Options
+from kevolve.judge.process import WorkerProcess
+
+
+class References:
+    """Input digests and float64 reference outputs per (configuration, input variant), up to `max_bytes`.
+
+    Inputs are drawn from fixed seeds, so every candidate of a search is checked against the same
+    references; recomputing them is the evaluator's largest cost on small shapes. Entries are kept in the
+    order first needed and never evicted (the configurations are swept in order, so LRU would thrash);
+    what does not fit is computed each time."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.bytes, self.entries = max_bytes, 0, {}
+
+    def get(self, key, compute):
+        if key in self.entries:
+            return self.entries[key]
+        value = compute()
+        size = sum(t.numel() * t.element_size() for pair in value[1] for t in pair if t is not None)
+        if self.bytes + size <= self.max_bytes:
+            self.entries[key] = value
+            self.bytes += size
+        return value
+
+
+class BaselineTimes:
+    """torch eager / torch.compile times per configuration, reused for `refresh_s` seconds.
+
+    Baselines do not depend on the candidate; timing them for each one (and compiling torch.compile in
+    each fresh worker) is most of a search's judging time. Every `refresh_s` they are timed again,
+    interleaved with that candidate's kernel as `python -m kevolve.evaluate` always does."""
+
+    def __init__(self, refresh_s: float):
+        self.refresh_s, self.entries = refresh_s, {}
+
+    def get(self, config_id: str):
+        hit = self.entries.get(config_id)
+        return hit[1] if hit and time.monotonic() - hit[0] < self.refresh_s else None
+
+    def put(self, config_id: str, value) -> None:
+        self.entries[config_id] = (time.monotonic(), value)
+
+
+class Reuse:
+    """An evaluator's state across judgements: a spare worker process started while the last candidate
+    was judged (its Python and torch imports are done; no candidate code has touched
+    it), the reference cache and the baseline times."""
+
+    def __init__(self, options: Options, reference_bytes: int, baseline_refresh_s: float):
+        self.options = options
+        self.references = References(reference_bytes)
+        self.baselines = BaselineTimes(baseline_refresh_s) if baseline_refresh_s > 0 else None
+        self._spare: WorkerProcess | None = None
+
+    def worker(self) -> WorkerProcess:
+        """The spare if it is alive, else a new worker."""
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.proc.poll() is None:
+            return spare
+        if spare is not None:
+            spare.close()
+        return WorkerProcess(self.options)
+
+    def start_spare(self) -> None:
+        """Starts the next judgement's worker. `judge` calls this once its own worker has loaded, so the
+        spare's imports overlap the correctness calls, never the timed ones."""
+        if self._spare is None:
+            self._spare = WorkerProcess(self.options)
+
+    def close(self) -> None:
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
