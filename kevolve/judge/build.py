@@ -47,8 +47,31 @@ class Build:
     cached: bool = False
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("KEVOLVE_CACHE", Path.home() / ".cache" / "kevolve")) / "build"
+def cache_root(configured: str | None = None) -> Path:
+    """Where built libraries live on this node: KEVOLVE_CACHE if set here, else the configured folder
+    (`resources.cache_dir`), else ~/.cache/kevolve; libraries go in its `build/`. Resolved where the build
+    or the evaluator runs, so each node of a cluster may set its own."""
+    base = os.environ.get("KEVOLVE_CACHE") or configured or Path.home() / ".cache" / "kevolve"
+    return Path(base) / "build"
+
+
+def install(key: str, data: bytes, configured: str | None = None) -> Path:
+    """Puts a library built elsewhere (another node) into this node's cache under its key, atomically;
+    returns its path. A library already there is kept (same key, same bytes)."""
+    final = cache_root(configured) / key
+    lib = final / "kernel.so"
+    if not lib.exists():
+        final.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=final.parent))
+        (work / "kernel.so").write_bytes(data)
+        _publish(work, final)
+    return lib
+
+
+def arch_name(major: int, minor: int) -> str:
+    """nvcc's name for a compute capability: the architecture-specific `a` variant where it exists (sm_90a
+    enables Hopper's wgmma and TMA), e.g. (9, 0) -> "90a", (8, 0) -> "80"."""
+    return f"{major}{minor}" + ("a" if major in (9, 10, 12) else "")
 
 
 def cuda_home() -> str:
@@ -73,7 +96,7 @@ def detect_arch() -> str:
                              capture_output=True, text=True, timeout=20).stdout.split()
         if out:
             major, minor = out[0].strip().split(".")
-            return f"{major}{minor}" + ("a" if major in ("9", "10", "12") else "")
+            return arch_name(int(major), int(minor))
     except (OSError, subprocess.SubprocessError, ValueError):
         pass
     return "90a"
@@ -97,18 +120,20 @@ def _key(source: str, target: str, abi: str, arch: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
-def build(source: str, target: str, abi: str = "c", arch: str | None = None, timeout: float = 600) -> Build:
-    """Compiles `source` for `target` with `abi` (or returns the cached library)."""
+def build(source: str, target: str, abi: str = "c", arch: str | None = None, timeout: float = 600,
+          cache_dir: str | None = None) -> Build:
+    """Compiles `source` for `target` with `abi` (or returns the cached library from `cache_root(cache_dir)`)."""
     if target not in SUFFIX:
         raise ValueError(f"target must be one of {sorted(SUFFIX)}, not {target!r}")
     arch = arch or (detect_arch() if target == "cuda" else "native")
     key = _key(source, target, abi, arch)
-    final = cache_root() / key
+    root = cache_root(cache_dir)
+    final = root / key
     lib = final / "kernel.so"
     if lib.exists():
         return Build(True, key, target, abi, str(lib), f"kevolve_{key}" if abi == "torch" else None, cached=True)
-    cache_root().mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=cache_root()))
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
     src = work / f"kernel{SUFFIX[target]}"
     src.write_text(source)
     start = time.perf_counter()

@@ -69,11 +69,12 @@ def open_ipc(desc: dict, dtype, shape: tuple):
     return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, start, tuple(shape))   # contiguous
 
 
-def ipc_works(call, uuid: str | None) -> bool:
-    """True when this process's current GPU is the worker's (`uuid`) and a probe tensor the worker shares
-    (`call("ipc_probe")`) reads back exactly. `KEVOLVE_EXCHANGE=files` forces files."""
+def ipc_works(call, uuid: str | None, mode: str = "auto") -> bool:
+    """True when `mode` is auto (`resources.exchange`; KEVOLVE_EXCHANGE set here overrides it), this process's
+    current GPU is the worker's (`uuid`) and a probe tensor the worker shares (`call("ipc_probe")`) reads
+    back exactly. Mode `files` forces files."""
     import torch
-    if os.environ.get("KEVOLVE_EXCHANGE") == "files" or not torch.cuda.is_available():
+    if (os.environ.get("KEVOLVE_EXCHANGE") or mode) == "files" or not torch.cuda.is_available():
         return False
     if uuid != str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid):
         return False

@@ -84,7 +84,7 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
         device_name, bandwidth = info["device"], info["bandwidth_gbs"]
         worker.call("set_configs", 60, shapes=options.shapes)
         if options.target == "cuda":
-            ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"))
+            ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
             worker.call("set_exchange", 60, ipc=ipc)
         checker = Checker(task, options, clock, reuse.references if reuse else None)
         for i, cfg in enumerate(configs):

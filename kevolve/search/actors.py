@@ -76,8 +76,7 @@ class Evaluator:
     def info(self) -> dict:
         import torch
         if self.options.target == "cuda" and torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
-            arch = f"{major}{minor}" + ("a" if major in (9, 10, 12) else "")
+            arch = builder.arch_name(*torch.cuda.get_device_capability())
             return {"device": torch.cuda.get_device_name(), "arch": arch, "node": ray.util.get_node_ip_address(),
                     "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
         return {"device": "cpu", "arch": None, "node": ray.util.get_node_ip_address()}
@@ -85,16 +84,7 @@ class Evaluator:
     def evaluate(self, key: str, lib: bytes, module: str | None,
                  fresh_baselines: bool = False) -> tuple[Evaluation, float]:
         start = time.perf_counter()
-        path = builder.cache_root() / key / "kernel.so"
-        if not path.exists():                       # the build ran on another node: install its bytes here
-            tmp = path.parent.with_name(f"{key}.{os.getpid()}.tmp")
-            tmp.mkdir(parents=True, exist_ok=True)
-            (tmp / "kernel.so").write_bytes(lib)
-            try:
-                os.rename(tmp, path.parent)
-            except OSError:
-                (tmp / "kernel.so").unlink(missing_ok=True)
-                tmp.rmdir()
+        path = builder.install(key, lib)            # a no-op when the build ran on this node
         ev = judge(self.task, str(path), self.options, module=module, reuse=self.reuse,
                    fresh_baselines=fresh_baselines)
         return ev, time.perf_counter() - start

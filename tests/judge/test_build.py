@@ -73,7 +73,7 @@ def test_different_source_or_target_gives_a_different_key(cache):
 def test_cache_is_shared_across_processes(cache):
     """A build done by another process (same KEVOLVE_CACHE) is found, not redone."""
     first = builder.build(GOOD_CPP, "cpu")
-    code = ("from kevolve import build; b = build.build(open(0).read(), 'cpu'); "
+    code = ("from kevolve.judge import build; b = build.build(open(0).read(), 'cpu'); "
             "print(b.ok, b.cached, b.lib_path)")
     out = subprocess.run([sys.executable, "-c", code], input=GOOD_CPP, capture_output=True, text=True,
                          env={**os.environ}, check=True).stdout.split()
