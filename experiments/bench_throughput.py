@@ -18,7 +18,7 @@ from pathlib import Path
 import ray
 
 from kevolve.operators import knobs
-from kevolve.config import Config, ResourcesConfig, SearchConfig, TaskConfig
+from kevolve.config import Config, PopulationConfig, ResourcesConfig, SearchConfig, TaskConfig
 from kevolve.search.population import source_hash
 from kevolve.report.tables import table
 from kevolve.search.driver import run
@@ -40,10 +40,10 @@ def candidate_stream(task_name: str, target: str, n: int, seed: int = 0) -> list
     return out
 
 
-def measure(args, evaluators: int, sources: list[str]) -> dict:
+def measure(args, evaluators: int, sources: list[str]):
     cfg = Config(task=TaskConfig(args.task, args.shapes),
                  search=SearchConfig(candidates=len(sources), wall_time_s=args.wall, reps=args.reps,
-                                     budget_s=args.budget, islands=1),
+                                     budget_s=args.budget, population=PopulationConfig(islands=1)),
                  resources=ResourcesConfig(target=args.target, evaluators=evaluators), progress=False)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["KEVOLVE_CACHE"] = str(Path(tmp) / "cache")
@@ -67,13 +67,13 @@ def main() -> None:
     rows, base = [], None
     for e in args.evaluators:
         s = measure(args, e, sources)
-        rate = s["candidates_per_minute"]
+        rate = s.candidates_per_minute
         if e == 1:                           # scaling is reported against a measured one-evaluator rate only
             base = rate
-        rows.append([e, s["candidates"], s["correct"], f"{s['seconds']:.0f}", f"{rate:.2f}",
-                     f"{100 * s['evaluator_busy']:.0f}%", f"{rate / base:.2f}x" if base else "-",
-                     " ".join(f"{k}={v:.0f}s" for k, v in s["stage_seconds"].items()),
-                     " ".join(f"{k}={v:.0f}s" for k, v in s["judge_phases"].items())])
+        rows.append([e, s.candidates, s.correct, f"{s.seconds:.0f}", f"{rate:.2f}",
+                     f"{100 * s.evaluator_busy:.0f}%", f"{rate / base:.2f}x" if base else "-",
+                     " ".join(f"{k}={v:.0f}s" for k, v in s.stage_seconds.items()),
+                     " ".join(f"{k}={v:.0f}s" for k, v in s.judge_phases.items())])
     print(f"task {args.task}, target {args.target}, {len(sources)} candidates per run")
     print(table(rows, ["evaluators", "judged", "correct", "wall s", "per minute", "busy", "vs 1", "stage seconds", "of which judging"]))
 

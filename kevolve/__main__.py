@@ -31,8 +31,8 @@ def main(cfg: DictConfig) -> int:
     try:
         config = from_hydra(cfg)
         run_dir = Path(config.resume or config.run_dir or HydraConfig.get().runtime.output_dir).resolve()
-        from kevolve.search import driver as search
-        summary = search.run(config, run_dir)
+        from kevolve.search import run
+        summary = run(config, run_dir)
     except (ConfigError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         if HydraConfig.get().mode.name == "RUN":
@@ -40,8 +40,8 @@ def main(cfg: DictConfig) -> int:
         raise
     from kevolve.report.tables import summary_text
     print(summary_text(summary, run_dir))
-    print(json.dumps(summary), flush=True)
-    if HydraConfig.get().mode.name == "RUN" and summary["best"] is None:
+    print(json.dumps(summary.as_dict()), flush=True)
+    if HydraConfig.get().mode.name == "RUN" and summary.best is None:
         sys.exit(1)
     return 0
 

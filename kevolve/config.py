@@ -7,6 +7,7 @@ what it got and what it accepts — before Ray starts or anything is built.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -29,18 +30,61 @@ class TaskConfig:
     shapes: Optional[str] = None         # shape set; None: bench on cuda, small on cpu
 
 
+OPERATORS = ("knob", "translate", "optimize", "crossover", "repair", "meta")
+
+
+@dataclass
+class PopulationConfig:
+    """How the population is shaped and how it proposes (`search.population`; `Population.propose`).
+
+    islands:            independent sub-populations (≥ 1); migration connects them in a ring.
+    archive_size:       the elite archive's capacity (≥ 1): inspirations are drawn from it.
+    per_family:         at most this many archive members per family (≥ 1): keeps the archive diverse.
+    migration_interval: copy each island's best to the next island after this many additions (≥ 1).
+    tournament:         parent selection draws this many island members (with replacement) and keeps the best
+                        (≥ 1): larger is greedier; 1 is uniform.
+    usage_penalty:      a member's fitness is divided by (1 + usage_penalty × uses) in the tournament, uses
+                        = children added + selections whose child has not arrived (≥ 0; 0 = pure fitness).
+    founders:           operators whose candidates found a new family instead of joining their parent's.
+    operators:          operator -> weight: how often each is proposed (knob needs no LLM).
+    inspiration_rate:   the probability that a proposal carries inspirations from the archive (0–1).
+    inspirations:       how many it carries then (≥ 1).
+    """
+    islands: int = 2
+    archive_size: int = 16
+    per_family: int = 4
+    migration_interval: int = 12
+    tournament: int = 3
+    usage_penalty: float = 0.5
+    founders: list[str] = field(default_factory=lambda: ["seed", "translate", "meta"])
+    operators: dict[str, float] = field(default_factory=lambda: {"knob": 1.0})
+    inspiration_rate: float = 0.3
+    inspirations: int = 1
+
+    def __post_init__(self):
+        def need(ok: bool, key: str, accepts: str) -> None:
+            if not ok:
+                raise ConfigError(f"config field 'search.population.{key}': got {getattr(self, key)!r}; "
+                                  f"expected {accepts}")
+        for key in ("islands", "archive_size", "per_family", "migration_interval", "tournament", "inspirations"):
+            value = getattr(self, key)
+            need(isinstance(value, int) and not isinstance(value, bool) and value >= 1, key, "an integer >= 1")
+        need(isinstance(self.usage_penalty, (int, float)) and self.usage_penalty >= 0, "usage_penalty", "a number >= 0")
+        need(0 <= self.inspiration_rate <= 1, "inspiration_rate", "a probability in [0, 1]")
+        ops = self.operators
+        need(bool(ops) and all(w >= 0 for w in ops.values()) and sum(ops.values()) > 0, "operators",
+             "operator weights >= 0, not all zero")
+        need(not set(ops) - set(OPERATORS), "operators", f"operators among {list(OPERATORS)}")
+        self.founders, self.operators = list(self.founders), dict(ops)
+
+
 @dataclass
 class SearchConfig:
     seed: int = 0                        # seeds every random choice of the search
     candidates: int = 32                 # budget: candidates evaluated (seeds included)
     wall_time_s: float = 480.0           # budget: seconds of wall time, then the run stops cleanly
     dollars: Optional[float] = None      # budget: LLM spend in USD (None: no limit)
-    islands: int = 2
-    archive_size: int = 16               # elite archive for inspirations
-    per_family: int = 4                  # at most this many archive members descend from one seed
-    migration_interval: int = 12         # additions between migrations (ring)
-    tournament: int = 3                  # parent selection: tournament size
-    operators: dict[str, float] = field(default_factory=lambda: {"knob": 1.0})   # operator -> weight
+    population: PopulationConfig = field(default_factory=PopulationConfig)   # islands, archive, selection, operators
     knob_changes: int = 2                # knob operator: at most this many knobs changed per child
     in_flight: Optional[int] = None      # candidates between mutation and verdict; None: 4 per evaluator
     timeout_s: float = 60.0              # per call that runs candidate code
@@ -57,28 +101,27 @@ class ResourcesConfig:
     address: Optional[str] = None        # None: start a local Ray; "auto" or "host:port": join a cluster
     target: Optional[str] = None         # cpu | cuda; None: cuda when the cluster has GPUs, else cpu
     evaluators: Optional[int] = None     # None: one per GPU on cuda, 1 on cpu
-    builders: Optional[int] = None       # None: CPUs left after evaluators (at least 1)
+    builders: Optional[int] = None       # builds in flight at most; None: CPUs left after evaluators (at least 1)
     cpus_per_evaluator: float = 1.0
     worker_threads: Optional[int] = None # CPU target: threads a kernel's OpenMP may use (None: all cores)
     num_cpus: Optional[int] = None       # local Ray only: CPUs to give it (None: all)
     reference_cache_gb: Optional[float] = None   # per evaluator, float64 references kept (None: 16 on cuda, 2 on cpu)
     builder_resources: dict[str, float] = field(default_factory=dict)    # custom Ray resources a build needs
     evaluator_resources: dict[str, float] = field(default_factory=dict)  # ... and an evaluator (node placement)
+    cache_dir: Optional[str] = None      # build cache (None: ~/.cache/kevolve); KEVOLVE_CACHE on a node overrides it
+    cuda_arch: Optional[str] = None      # e.g. "90a"; None: the evaluators' GPU; KEVOLVE_CUDA_ARCH overrides it
+    exchange: str = "auto"               # outputs worker -> evaluator on cuda: auto (CUDA IPC when a probe
+                                         # passes) | files; KEVOLVE_EXCHANGE overrides it
 
 
 @dataclass
 class LLMConfig:
-    provider: str = "none"               # none | openai | gemini  (LLM operators come with the LLM issue)
-    model: Optional[str] = None
-    params: dict[str, Any] = field(default_factory=dict)
+    provider: str = "none"               # none: no LLM (LLM operators come with the LLM issue)
 
 
 @dataclass
 class LoggerConfig:
-    kind: str = "none"                   # none (W&B arrives with the tracking issue)
-    project: str = "kevolve"
-    entity: Optional[str] = None
-    mode: str = "online"                 # wandb: online | offline
+    kind: str = "none"                   # none: the run directory's store is the record (W&B: tracking issue)
 
 
 @dataclass
@@ -100,6 +143,8 @@ def from_hydra(cfg: DictConfig | dict) -> Config:
         merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
         config = OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
+        if isinstance(e.__cause__, ConfigError):      # a schema's own check (__post_init__) names its field
+            raise e.__cause__ from None
         key = getattr(e, "full_key", None) or ""
         msg = str(e).splitlines()[0]
         raise ConfigError(f"config field {key!r}: {msg}") from None
@@ -117,20 +162,20 @@ def validate(c: Config) -> None:
          f"one of {list_tasks()} or the path of a folder holding task.yaml")
     need(c.resources.target in (None, "cpu", "cuda"), "resources.target", c.resources.target, "cpu, cuda or null")
     s = c.search
-    for key in ("candidates", "islands", "archive_size", "per_family", "migration_interval", "tournament",
-                "knob_changes", "reps"):
+    for key in ("candidates", "knob_changes", "reps"):
         need(getattr(s, key) >= 1, f"search.{key}", getattr(s, key), "an integer >= 1")
     for key in ("wall_time_s", "timeout_s", "budget_s"):
         need(getattr(s, key) > 0, f"search.{key}", getattr(s, key), "a number > 0")
     need(s.dollars is None or s.dollars >= 0, "search.dollars", s.dollars, "null or a number >= 0")
     need(s.in_flight is None or s.in_flight >= 1, "search.in_flight", s.in_flight, "null or an integer >= 1")
-    need(bool(s.operators) and all(w >= 0 for w in s.operators.values()) and sum(s.operators.values()) > 0,
-         "search.operators", dict(s.operators), "operator weights >= 0, not all zero")
-    known_ops = {"knob", "translate", "optimize", "crossover", "repair", "meta"}
-    unknown = set(s.operators) - known_ops
-    need(not unknown, "search.operators", sorted(unknown), f"operators among {sorted(known_ops)}")
     need(s.time_inits in ("first", "all"), "search.time_inits", s.time_inits, "first or all")
     need(set(s.baselines) <= {"eager", "compile"}, "search.baselines", list(s.baselines), "a subset of [eager, compile]")
+    need(s.baseline_refresh_s is None or s.baseline_refresh_s >= 0, "search.baseline_refresh_s", s.baseline_refresh_s,
+         "null or seconds >= 0 (0: with every candidate)")
+    ops = s.population.operators
+    llm_ops = sorted(o for o, w in ops.items() if o != "knob" and w > 0)
+    need(not (llm_ops and c.llm.provider == "none"), "search.population.operators", llm_ops,
+         "only `knob` when llm.provider is none (configure an llm=...)")
     r = c.resources
     need(r.evaluators is None or r.evaluators >= 1, "resources.evaluators", r.evaluators, "null or an integer >= 1")
     need(r.builders is None or r.builders >= 1, "resources.builders", r.builders, "null or an integer >= 1")
@@ -139,12 +184,9 @@ def validate(c: Config) -> None:
              "custom Ray resource amounts > 0, e.g. {builder: 1}")
     need(r.reference_cache_gb is None or r.reference_cache_gb >= 0, "resources.reference_cache_gb",
          r.reference_cache_gb, "null or a number of GiB >= 0")
-    need(s.baseline_refresh_s is None or s.baseline_refresh_s >= 0, "search.baseline_refresh_s", s.baseline_refresh_s,
-         "null or seconds >= 0 (0: with every candidate)")
     need(r.cpus_per_evaluator > 0, "resources.cpus_per_evaluator", r.cpus_per_evaluator, "a number > 0")
-    need(c.llm.provider in ("none", "openai", "gemini"), "llm.provider", c.llm.provider, "none, openai or gemini")
-    llm_ops = set(s.operators) - {"knob"}
-    need(not (llm_ops and c.llm.provider == "none" and any(s.operators[o] > 0 for o in llm_ops)),
-         "search.operators", sorted(llm_ops), "only `knob` when llm.provider is none (configure an llm=...)")
+    need(r.exchange in ("auto", "files"), "resources.exchange", r.exchange, "auto or files")
+    need(r.cuda_arch is None or bool(re.fullmatch(r"\d{2,3}a?", str(r.cuda_arch))), "resources.cuda_arch",
+         r.cuda_arch, 'null or an nvcc architecture such as "90a" or "80"')
+    need(c.llm.provider == "none", "llm.provider", c.llm.provider, "none (LLM operators are not part of this version)")
     need(c.logger.kind == "none", "logger.kind", c.logger.kind, "none (W&B tracking is not part of this version)")
-    need(c.logger.mode in ("online", "offline", "disabled"), "logger.mode", c.logger.mode, "online, offline or disabled")

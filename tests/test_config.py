@@ -69,7 +69,7 @@ def test_conf_task_options_and_task_folders_match():
 
 def test_experiment_overlays_take_effect():
     c = load("experiment=cpu_smoke")
-    assert (c.task.name, c.resources.target, c.search.islands) == ("layernorm_fwd", "cpu", 1)
+    assert (c.task.name, c.resources.target, c.search.population.islands) == ("layernorm_fwd", "cpu", 1)
     assert c.search.baselines == ["eager"]
 
 
@@ -83,15 +83,15 @@ def test_task_name_may_be_a_folder_path():
     ("search.candidates=abc", "search.candidates"),
     ("search.wall_time_s=-1", "search.wall_time_s"),
     ("search.timeout_s=0", "search.timeout_s"),
-    ("search.islands=0", "search.islands"),
+    ("search.population.islands=0", "search.population.islands"),
     ("search.in_flight=0", "search.in_flight"),
     ("search.dollars=-1", "search.dollars"),
     ("resources.target=tpu", "resources.target"),
     ("resources.evaluators=0", "resources.evaluators"),
-    ("+search.operators.optimize=1", "search.operators"),          # an LLM operator without an LLM
-    ("++search.operators={optimize:1}", "search.operators"),
-    ("+search.operators.bogus=1", "search.operators"),
-    ("search.operators.knob=-1", "search.operators"),
+    ("+search.population.operators.optimize=1", "search.population.operators"),          # an LLM operator without an LLM
+    ("++search.population.operators={optimize:1}", "search.population.operators"),
+    ("+search.population.operators.bogus=1", "search.population.operators"),
+    ("search.population.operators.knob=-1", "search.population.operators"),
     ("llm.provider=foo", "llm.provider"),
     ("+search.bogus=1", "search.bogus"),
     ("+resources.gpus=1", "resources.gpus"),
@@ -115,8 +115,8 @@ def test_unknown_task_lists_the_known_ones():
 def test_from_hydra_accepts_a_plain_dict():
     c = from_hydra({"task": {"name": "layernorm_fwd"}, "search": {"candidates": 3}})
     assert (c.task.name, c.search.candidates) == ("layernorm_fwd", 3)
-    with pytest.raises(ConfigError, match="search.operators"):
-        from_hydra({"search": {"operators": {"optimize": 1}}})
+    with pytest.raises(ConfigError, match="search.population.operators"):
+        from_hydra({"search": {"population": {"operators": {"optimize": 1}}}})
 
 
 def _kevolve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -133,9 +133,9 @@ def test_cli_bad_value_exits_2_naming_the_field(tmp_path):
 
 
 def test_cli_dict_override_of_operators_is_a_config_error(tmp_path):
-    """`search.operators={optimize:1}` is the natural spelling; Hydra refuses to merge a new key into the struct
+    """`search.population.operators={optimize:1}` is the natural spelling; Hydra refuses to merge a new key into the struct
     dict before kevolve sees it, and exits 1 — the status that means "no correct kernel was found"."""
-    proc = _kevolve(tmp_path, "search.operators={optimize:1}")
-    assert "search.operators" in proc.stderr
+    proc = _kevolve(tmp_path, "search.population.operators={optimize:1}")
+    assert "search.population.operators" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.returncode == 2, f"exit status {proc.returncode}: {proc.stderr}"

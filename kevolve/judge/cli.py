@@ -36,14 +36,15 @@ def parse(argv: list[str]) -> dict[str, str]:
 
 
 def options_from(args: dict[str, str], task):
-    from kevolve.judge.options import Options
+    from kevolve.judge.options import Options, default_shapes
+    from kevolve.task.abi import ABIS
     target = args.get("target") or _default_target()
     if target not in ("cpu", "cuda"):
         raise UsageError(f"target must be cpu or cuda, not {target!r}")
     abi = args.get("abi", "c")
-    if abi not in ("c", "torch"):
-        raise UsageError(f"abi must be c or torch, not {abi!r}")
-    shapes = args.get("shapes") or ("bench" if target == "cuda" else "small")
+    if abi not in ABIS:
+        raise UsageError(f"abi must be one of {', '.join(ABIS)}, not {abi!r}")
+    shapes = args.get("shapes") or default_shapes(target)
     if shapes not in task.shape_sets:
         raise UsageError(f"task {task.name} has no shape set {shapes!r}; known: {', '.join(task.shape_sets)}")
     baselines = tuple(b for b in args.get("baselines", "eager,compile").split(",") if b)

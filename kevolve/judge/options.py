@@ -24,3 +24,8 @@ class Options:
     gpu: int | None = None         # CUDA device index the evaluator owns (None: what CUDA_VISIBLE_DEVICES gives)
     threads: int | None = None     # CPU threads for the worker (None: all)
     exchange: str = "auto"         # how outputs reach the evaluator on cuda: auto (CUDA IPC when it works) | files
+
+
+def default_shapes(target: str) -> str:
+    """The shape set a judgement uses unless told: `bench` (robust-kbench's sizes) on a GPU, `small` on the CPU."""
+    return "bench" if target == "cuda" else "small"

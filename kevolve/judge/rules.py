@@ -90,6 +90,7 @@ class Verdict:
     ok: bool
     violations: tuple[Violation, ...] = ()
     verifier: str = "static"
+    seconds: float = 0.0
 
     @property
     def reason(self) -> str | None:
@@ -215,4 +216,4 @@ def _include_problem(kind: str, header: str, target: str, abi: str) -> str | Non
         return None
     if target == "cuda" and (header in CUDA_INCLUDES or header.startswith(CUDA_INCLUDE_PREFIXES)):
         return None
-    return f"<{header}> is not on the allowed list for target={target} (see kevolve.verify)"
+    return f"<{header}> is not on the allowed list for target={target} (see kevolve.judge.rules)"

@@ -1,6 +1,6 @@
 """The worker: the only process in which a candidate's code runs.
 
-Started by `kevolve.harness` as `python -m kevolve.worker` with an environment holding no secrets. It speaks
+Started by `kevolve.judge.process` as `python -m kevolve.judge.worker` with an environment holding no secrets. It speaks
 JSON lines on a private pipe (the candidate's own prints go to stderr), and it never sees a reference output:
 it draws the inputs itself (from the task's seeded generators), calls the kernel, and hands back the outputs
 (CUDA IPC handles to its output buffers when the evaluator can open them, else files) plus a digest of its

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kevolve.judge.results import Evaluation
+from kevolve.messages import RunSummary
 
 
 def _ms(x: float | None) -> str:
@@ -60,31 +61,30 @@ def evaluation_report(ev: Evaluation) -> str:
     return "\n".join(lines)
 
 
-def summary_text(summary: dict, store_dir: Path) -> str:
+def summary_text(summary: RunSummary, store_dir: Path) -> str:
     """The table people read at the end: the best kernel per configuration, then where things are."""
     lines = []
-    best = summary.get("best")
+    best = summary.best
     if best:
         from kevolve.search.store import Store
         with Store.open(store_dir, readonly=True) as store:
             confirmed = [p for _, _, p in store.events("confirm")      # the judgement with baselines interleaved
-                         if p.get("id") == best["id"] and p.get("correct")] if best.get("confirmed") else []
-            ev = Evaluation.from_json(confirmed[-1]["evaluation"] if confirmed else store.get(best["id"]).evaluation)
+                         if p.get("id") == best.id and p.get("correct")] if best.confirmed else []
+            ev = Evaluation.from_json(confirmed[-1]["evaluation"] if confirmed else store.get(best.id).evaluation)
         header, rows = config_rows(ev, label="best")
-        how = ("judged again, baselines interleaved" if best.get("confirmed")
-               else "not confirmed: " + "; ".join(best.get("not_confirmed", ["baselines from the search"]))[:300])
-        lines += [f"best kernel {best['id']} ({best['operator']}) on {ev.device}, {how}:", table(rows, header),
-                  f"speedup {best['speedup']:.2f}x over the faster torch baseline "
-                  f"(eager {_x(best['speedup_eager'])}, compile {_x(best['speedup_compile'])})"]
-        if best.get("not_confirmed") and best.get("confirmed"):
-            lines.append("better candidates failed when judged again: " + "; ".join(best["not_confirmed"])[:600])
+        how = ("judged again, baselines interleaved" if best.confirmed
+               else "not confirmed: " + "; ".join(best.not_confirmed or ["baselines from the search"])[:300])
+        lines += [f"best kernel {best.id} ({best.operator}) on {ev.device}, {how}:", table(rows, header),
+                  f"speedup {best.speedup:.2f}x over the faster torch baseline "
+                  f"(eager {_x(best.speedup_eager)}, compile {_x(best.speedup_compile)})"]
+        if best.not_confirmed and best.confirmed:
+            lines.append("better candidates failed when judged again: " + "; ".join(best.not_confirmed)[:600])
     else:
         lines.append("no correct kernel was found")
-    lines += [f"candidates {summary['candidates']} ({summary['correct']} correct) in {summary['seconds']:.0f} s: "
-              f"{summary['candidates_per_minute']:.1f}/min, evaluators busy {100 * summary['evaluator_busy']:.0f}%; "
-              f"stopped: {summary['stopped']}",
-              f"run dir: {summary['run_dir']}"]
+    lines += [f"candidates {summary.candidates} ({summary.correct} correct) in {summary.seconds:.0f} s: "
+              f"{summary.candidates_per_minute:.1f}/min, evaluators busy {100 * summary.evaluator_busy:.0f}%; "
+              f"stopped: {summary.stopped}",
+              f"run dir: {summary.run_dir}"]
     if best:
-        lines.append(f"best kernel: {best['kernel']}")
+        lines.append(f"best kernel: {best.kernel}")
     return "\n".join(lines)
-

@@ -1,6 +1,5 @@
 """The population of the search: islands of scored candidates, an elite archive, duplicate detection.
 
-`Candidate` is the message every part of the search passes around (frozen, JSON round-trippable).
 `Population` holds the candidates that reached a verdict with their `Outcome`, split into islands that
 evolve apart and exchange their best every `migration_interval` additions (a ring: island i → i+1).
 
@@ -10,9 +9,9 @@ Guarantees:
 - `Population.restore(config, records)` is exactly `add` of each record in order: a resumed run starts from
   the state the interrupted one had reached (selection counts of parents whose children never arrived are
   the one thing lost).
-- Duplicates: `normalize_source` maps two sources that differ only in comments or whitespace between
-  tokens to the same text, and sources that differ in one token to different texts. `seen`/`reserve`
-  cover sources already scored and sources in flight.
+- Duplicates (`kevolve.search.dedupe`): two sources that differ only in comments or whitespace between
+  tokens are one; `seen`/`reserve` cover sources already scored and sources in flight.
+- `propose(rng)` is the population's one decision per child: island, parent, operator, inspirations.
 - The archive holds at most `archive_size` correct candidates, the fittest first, at most `per_family` of
   one family. A family is founded by a candidate written from scratch (operator in `founders`: seed,
   translate, meta) or one whose first parent is unknown; every other candidate (optimize, knob, repair,
@@ -25,92 +24,13 @@ No Ray, no torch: plain Python, safe to use anywhere.
 from __future__ import annotations
 
 import bisect
-import json
-import math
-import time
-import uuid
 from dataclasses import dataclass
 from random import Random
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
-from kevolve.search.dedupe import normalize_source, source_hash  # noqa: F401  (re-exported: the duplicate key)
-
-
-# ---------------------------------------------------------------- candidates
-def _freeze(value: Any) -> Any:
-    """JSON-like data as hashable, immutable data: lists become tuples, mappings sorted (key, value) pairs."""
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _thaw(value: Any) -> Any:
-    return [_thaw(v) for v in value] if isinstance(value, tuple) else value
-
-
-def new_id() -> str:
-    """A short random id (12 hex digits): unique enough for one run's thousands of candidates."""
-    return uuid.uuid4().hex[:12]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One kernel source and where it came from. `meta` holds operator details (knob values, a strategy):
-    pass a dict, it is stored as sorted (key, value) pairs of JSON values; read it with `meta_dict()`."""
-    id: str
-    source: str
-    parents: tuple[str, ...] = ()
-    island: int = 0
-    generation: int = 0
-    operator: str = "seed"          # seed | knob | translate | optimize | crossover | repair | meta | ...
-    model: str | None = None        # the LLM that wrote it; None for seeds and knob mutation
-    created: float = 0.0
-    meta: tuple[tuple[str, Any], ...] = ()
-
-    def __post_init__(self):
-        object.__setattr__(self, "parents", tuple(self.parents))
-        object.__setattr__(self, "meta", _freeze(dict(self.meta)))
-        try:
-            json.dumps(self.to_dict())
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"candidate {self.id}: meta must hold JSON values only ({e})") from None
-
-    @staticmethod
-    def new(source: str, **fields) -> "Candidate":
-        """A candidate with a fresh id and the current time; other fields as given."""
-        return Candidate(id=fields.pop("id", None) or new_id(), source=source,
-                         created=fields.pop("created", None) or time.time(), **fields)
-
-    def meta_dict(self) -> dict[str, Any]:
-        return {k: _thaw(v) for k, v in self.meta}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "source": self.source, "parents": list(self.parents), "island": self.island,
-                "generation": self.generation, "operator": self.operator, "model": self.model,
-                "created": self.created, "meta": self.meta_dict()}
-
-    @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "Candidate":
-        d = dict(d)
-        d["parents"] = tuple(d.get("parents", ()))
-        d["meta"] = d.get("meta") or {}
-        return Candidate(**d)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the population needs to know of a verdict: fitness (0 unless correct), correctness, whether it
-    compiled (incorrect but compiled candidates are parents for repair), and feedback for the next prompt."""
-    fitness: float
-    correct: bool
-    compiled: bool = True
-    feedback: str = ""
-
-    def __post_init__(self):
-        if not self.correct or not math.isfinite(self.fitness) or self.fitness < 0:
-            object.__setattr__(self, "fitness", 0.0)
+from kevolve.config import PopulationConfig
+from kevolve.messages import Candidate, Outcome, Proposal
+from kevolve.search.dedupe import source_hash
 
 
 @dataclass(frozen=True)
@@ -124,39 +44,6 @@ class Member:
     @property
     def fitness(self) -> float:
         return self.outcome.fitness
-
-
-# ---------------------------------------------------------------- configuration
-@dataclass(frozen=True)
-class PopulationConfig:
-    """How the population is shaped.
-
-    islands:            independent sub-populations (≥ 1); migration connects them in a ring.
-    archive_size:       the elite archive's capacity (≥ 1): inspirations are drawn from it.
-    per_family:         at most this many archive members per family (≥ 1): keeps the archive diverse.
-    migration_interval: copy each island's best to the next island after this many additions (≥ 1).
-    tournament:         parent selection draws this many island members (with replacement) and keeps the best
-                        (≥ 1): larger is greedier; 1 is uniform.
-    usage_penalty:      a member's fitness is divided by (1 + usage_penalty × uses) in the tournament, uses
-                        = children added + selections whose child has not arrived (≥ 0; 0 = pure fitness).
-    founders:           operators whose candidates found a new family instead of joining their parent's.
-    """
-    islands: int = 2
-    archive_size: int = 16
-    per_family: int = 4
-    migration_interval: int = 20
-    tournament: int = 3
-    usage_penalty: float = 0.5
-    founders: tuple[str, ...] = ("seed", "translate", "meta")
-
-    def __post_init__(self):
-        for name in ("islands", "archive_size", "per_family", "migration_interval", "tournament"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"PopulationConfig.{name} must be an integer ≥ 1, got {value!r}")
-        if not isinstance(self.usage_penalty, (int, float)) or self.usage_penalty < 0:
-            raise ValueError(f"PopulationConfig.usage_penalty must be a number ≥ 0, got {self.usage_penalty!r}")
-        object.__setattr__(self, "founders", tuple(self.founders))
 
 
 # ---------------------------------------------------------------- the population
@@ -283,6 +170,20 @@ class Population:
         cid = winner.candidate.id
         self._selected[cid] = self._selected.get(cid, 0) + 1
         return winner.candidate
+
+    def propose(self, rng: Random) -> Proposal | None:
+        """What to make next: an island, a parent from it (`select_parent`), an operator by its weight, and,
+        with probability `inspiration_rate`, up to `inspirations` archive members; None with no member yet."""
+        island = rng.randrange(self.config.islands)
+        parent = self.select_parent(island, rng)
+        if parent is None:
+            return None
+        ops = self.config.operators
+        operator = rng.choices(list(ops), weights=list(ops.values()))[0]
+        inspirations: tuple[Candidate, ...] = ()
+        if rng.random() < self.config.inspiration_rate:
+            inspirations = tuple(self.inspirations(island, self.config.inspirations, rng, exclude=[parent.id]))
+        return Proposal(island, parent, operator, inspirations)
 
     def uses(self, member: Member | str) -> int:
         cid = member if isinstance(member, str) else member.candidate.id

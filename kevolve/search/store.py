@@ -4,8 +4,8 @@ Tables: `run` (key → JSON value: task, target, config, started, schema, versio
 candidate: source, lineage, status, verdict/build/evaluation JSON, fitness, cost, per-stage seconds),
 `measurements` (one row per candidate × configuration, for plain SQL), `events` (time, kind, JSON payload).
 
-A candidate's status moves  pending → verified → built → evaluated, or stops at rejected | build_failed |
-failed (an outcome outside the evaluation: an actor died, a timeout). `evaluated` means an Evaluation came
+A candidate's status (`kevolve.messages.Status`) moves  pending → verified → built → evaluated, or stops at
+rejected | build_failed | failed (an outcome outside the evaluation: an actor died, a timeout). `evaluated` means an Evaluation came
 back, correct or not. The four stopping states are terminal; `unfinished()` lists the others, which a
 resumed run queues again. `finished()` lists the terminal ones in the order they finished, as
 `(candidate, outcome)` pairs ready for `Population.restore`.
@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from kevolve.search.population import Candidate, Outcome, source_hash
 from kevolve.judge.results import Evaluation
+from kevolve.messages import Candidate, Outcome, Status
+from kevolve.search.dedupe import source_hash
 
 DB_NAME = "kevolve.db"
 SCHEMA_VERSION = 1
-STATUSES = ("pending", "verified", "built", "rejected", "build_failed", "evaluated", "failed")
-TERMINAL = ("rejected", "build_failed", "evaluated", "failed")
+STATUSES = tuple(s.value for s in Status)
+TERMINAL = tuple(s.value for s in Status if s.terminal)
 _SECRET_KEY = re.compile(r"api[_-]?key|passw(or)?d|secret|credential|private[_-]?key|token$", re.I)
 
 _SCHEMA = """
@@ -200,10 +201,10 @@ class Store:
         return [(t, k, json.loads(p)) for t, k, p in rows]
 
     # ---- writing candidates
-    def add_candidate(self, c: Candidate, *, status: str = "pending", cost_usd: float = 0.0,
+    def add_candidate(self, c: Candidate, *, status: Status | str = Status.PENDING, cost_usd: float = 0.0,
                       timings: Mapping[str, float] | None = None) -> None:
         """Records a new candidate (its mutation cost and seconds, if known)."""
-        _check_status(status)
+        status = _check_status(status)
         d = c.to_dict()
         with self._tx() as tx:
             tx.execute("INSERT INTO candidates (id, parents, island, generation, operator, model, source, source_hash,"
@@ -214,14 +215,14 @@ class Store:
             if status in TERMINAL:
                 self._finish(tx, c.id)
 
-    def set_stage(self, cid: str, status: str, *, verdict: Any = None, build: Any = None,
+    def set_stage(self, cid: str, status: Status | str, *, verdict: Any = None, build: Any = None,
                   fitness: float | None = None, correct: bool | None = None, compiled: bool | None = None,
                   feedback: str | None = None, cost_usd: float = 0.0,
                   timings: Mapping[str, float] | None = None) -> None:
         """Moves a candidate to `status`, setting the fields given: verdict and build (dataclasses or dicts,
         stored as JSON), fitness/correct/compiled/feedback; `cost_usd` is added to the candidate's cost,
         `timings` merged into its per-stage seconds. rejected and build_failed set fitness 0, correct 0."""
-        _check_status(status)
+        status = _check_status(status)
         fields: dict[str, Any] = {"status": status, "updated": time.time()}
         if verdict is not None:
             fields["verdict"] = _json(verdict)
@@ -337,10 +338,13 @@ class _Transaction:
         self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
 
 
-def _check_status(status: str | None) -> str | None:
-    if status is not None and status not in STATUSES:
-        raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
-    return status
+def _check_status(status: Status | str | None) -> str | None:
+    if status is None:
+        return None
+    try:
+        return Status(status).value
+    except ValueError:
+        raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}") from None
 
 
 def _median(stats) -> float | None:

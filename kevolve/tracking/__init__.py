@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from kevolve.config import LoggerConfig
-
 
 class Tracker(Protocol):
     def start(self, run: dict[str, Any]) -> None: ...
@@ -33,5 +31,6 @@ class NullTracker:
         pass
 
 
-def make_tracker(cfg: LoggerConfig) -> Tracker:
-    return NullTracker()          # config validation admits only kind=none for now
+def make_tracker(kind: str) -> Tracker:
+    """The tracker for `logger.kind`; config validation admits only `none` for now."""
+    return NullTracker()

@@ -1,4 +1,4 @@
-"""Contracts of kevolve.knobs: the knob syntax, rewriting, mutation, crossover."""
+"""Contracts of kevolve.operators.knobs: the knob syntax, rewriting, mutation, crossover."""
 from __future__ import annotations
 
 import random

@@ -1,4 +1,4 @@
-"""Contracts of kevolve.population: duplicates, selection, archive, migration, restoration."""
+"""Contracts of kevolve.search.population: duplicates, selection, proposals, archive, migration, restoration."""
 from __future__ import annotations
 
 import random
@@ -6,8 +6,10 @@ from collections import Counter
 
 import pytest
 
-from kevolve.search.population import (Candidate, Outcome, Population, PopulationConfig, normalize_source,
-                                source_hash)
+from kevolve.config import PopulationConfig
+from kevolve.messages import Candidate, Outcome, Proposal
+from kevolve.search.dedupe import normalize_source, source_hash
+from kevolve.search.population import Population
 
 KERNEL = """\
 #include <cstdint>
@@ -107,9 +109,11 @@ def test_an_incorrect_outcome_has_no_fitness():
 
 @pytest.mark.parametrize("field, value", [("islands", 0), ("archive_size", 0), ("per_family", -1),
                                           ("migration_interval", 0), ("tournament", 1.5),
-                                          ("usage_penalty", -0.1)])
+                                          ("usage_penalty", -0.1), ("inspirations", 0),
+                                          ("inspiration_rate", 1.5), ("operators", {"knob": 0.0}),
+                                          ("operators", {"telepathy": 1.0})])
 def test_config_validation_names_the_field(field, value):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ValueError, match=f"search.population.{field}"):
         PopulationConfig(**{field: value})
 
 
@@ -120,6 +124,40 @@ def test_adding_twice_or_to_a_missing_island_fails():
         pop.add(cand("a"), ok(1.0))
     with pytest.raises(ValueError, match="island 2"):
         pop.add(cand("b", island=2), ok(1.0))
+
+
+# ---------------------------------------------------------------- proposals
+def test_propose_waits_for_a_member_then_names_island_parent_operator():
+    pop = Population(PopulationConfig(islands=2, operators={"knob": 1.0, "optimize": 3.0}, inspiration_rate=1.0,
+                                      inspirations=2))
+    assert pop.propose(random.Random(0)) is None               # nothing to be a parent yet
+    for i, f in enumerate([1.0, 2.0, 3.0]):
+        pop.add(cand(f"c{i}", island=i % 2), ok(f))
+    rng = random.Random(1)
+    proposals = [pop.propose(rng) for _ in range(200)]
+    assert all(isinstance(p, Proposal) and p.island in (0, 1) for p in proposals)
+    ops = Counter(p.operator for p in proposals)
+    assert set(ops) == {"knob", "optimize"} and ops["optimize"] > 2 * ops["knob"]     # by weight
+    assert all(p.parent.id not in {c.id for c in p.inspirations} for p in proposals)
+    assert all(1 <= len(p.inspirations) <= 2 for p in proposals)
+
+
+def test_propose_is_deterministic_given_the_rng():
+    def run():
+        pop = Population(PopulationConfig(islands=3, operators={"knob": 1.0, "optimize": 1.0}))
+        for i, f in enumerate([1.0, 2.0, 3.0, 0.5]):
+            pop.add(cand(f"c{i}", island=i % 3), ok(f))
+        rng = random.Random(7)
+        return [pop.propose(rng) for _ in range(50)]
+    assert run() == run()
+
+
+def test_no_inspirations_at_rate_zero():
+    pop = Population(PopulationConfig(islands=1, inspiration_rate=0.0))
+    for i in range(4):
+        pop.add(cand(f"c{i}"), ok(1.0 + i))
+    rng = random.Random(0)
+    assert all(pop.propose(rng).inspirations == () for _ in range(50))
 
 
 # ---------------------------------------------------------------- selection

@@ -22,6 +22,7 @@ import pytest
 import ray
 
 from kevolve.search import actors
+from kevolve.search.dedupe import normalize_source
 from kevolve.operators import knobs
 from kevolve.search import driver as search
 from kevolve.config import ConfigError, from_hydra
@@ -70,7 +71,7 @@ def local_ray(_ray_module):
 
 
 def make_config(task: Path = TASK, resume: Path | None = None, resources: dict | None = None, **search_kw):
-    return from_hydra({"task": {"name": str(task)}, "search": {**FAST, "islands": 1, **search_kw},
+    return from_hydra({"task": {"name": str(task)}, "search": {**FAST, "population": {"islands": 1}, **search_kw},
                        "resources": {"target": "cpu", **(resources or {})},
                        "resume": str(resume) if resume else None, "progress": False})
 
@@ -178,7 +179,7 @@ def test_task_folder_given_by_relative_path(monkeypatch):
 def test_whole_search_through_the_hydra_app(tmp_path):
     run_dir = tmp_path / "run"
     start = time.monotonic()
-    proc = subprocess.run(kevolve_cmd(tmp_path, f"run_dir={run_dir}", "search.candidates=8", "search.islands=2"),
+    proc = subprocess.run(kevolve_cmd(tmp_path, f"run_dir={run_dir}", "search.candidates=8", "search.population.islands=2"),
                           capture_output=True, text=True, timeout=420, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     summary = last_json(proc.stdout)
@@ -228,7 +229,7 @@ def test_resume_after_sigkill_judges_nothing_twice(tmp_path):
     log = open(tmp_path / "first.log", "w")
     budget = 8
     proc = subprocess.Popen(kevolve_cmd(tmp_path, f"run_dir={run_dir}", f"search.candidates={budget}",
-                                        "search.islands=2"),
+                                        "search.population.islands=2"),
                             stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
     seen: dict[int, str] = {}
     try:
@@ -263,8 +264,8 @@ def test_resume_after_sigkill_judges_nothing_twice(tmp_path):
         while _core(alive(seen)) and time.monotonic() < killed_at + 30:
             time.sleep(1)
         stuck = _core(alive(seen))
-        assert not {p: c for p, c in stuck.items() if "kevolve.worker" in c}, \
-            f"kevolve.worker processes outlived the killed driver by 30 s: {stuck}"
+        assert not {p: c for p, c in stuck.items() if "kevolve.judge.worker" in c}, \
+            f"kevolve.judge.worker processes outlived the killed driver by 30 s: {stuck}"
         assert not stuck, f"processes of the killed run alive 30 s after the kill: {stuck}"
         _test_resume(tmp_path, run_dir, budget)
         while alive(seen) and time.monotonic() < killed_at + 120:
@@ -293,7 +294,7 @@ def _test_resume(tmp_path: Path, run_dir: Path, budget: int) -> None:
         created_before = len(store.candidates())
 
     proc2 = subprocess.run(kevolve_cmd(tmp_path, f"resume={run_dir}", f"search.candidates={budget}",
-                                       "search.islands=2"),
+                                       "search.population.islands=2"),
                            capture_output=True, text=True, timeout=420, cwd=tmp_path)
     assert proc2.returncode == 0, proc2.stdout[-2000:] + proc2.stderr[-4000:]
     summary = last_json(proc2.stdout)
@@ -364,11 +365,12 @@ def test_build_on_one_node_judge_on_another(cluster, tmp_path):
 
     # directly: the build's bytes travel through the object store; the evaluator cannot see the builder's cache
     source = SEED.read_text()
-    b, data = ray.get(actors.build_task.options(resources={"builder": 1}).remote(source, "cpu", "c", None))
+    build_ref, lib_ref = actors.build_task.options(resources={"builder": 1}).remote(source, "cpu", "c", None, None)
+    b = ray.get(build_ref)
     assert b.ok, b.error
     assert Path(b.lib_path).is_relative_to(caches["builder"])
     ev_actor = actors.Evaluator.options(num_cpus=1, resources={"evaluator": 1}).remote(str(TASK), OPTIONS)
-    ev, seconds = ray.get(ev_actor.evaluate.remote(b.key, data, b.module_name), timeout=300)
+    ev = ray.get(ev_actor.evaluate.remote(b.key, lib_ref, b.module_name), timeout=300)
     assert ev.correct, ev.failure
     assert b.key in _installed(caches["evaluator"])
 
@@ -376,7 +378,7 @@ def test_build_on_one_node_judge_on_another(cluster, tmp_path):
     ray.kill(ev_actor)
     run_dir = tmp_path / "run"
     summary = search.run(make_config(resources={"address": c.address}, candidates=4), run_dir)
-    assert summary["candidates"] == 4 and summary["best"] is not None, summary
+    assert summary.candidates == 4 and summary.best is not None, summary
     with Store.open(run_dir, readonly=True) as store:
         keys = {r.build["key"] for r in store.evaluated()}
     assert len(keys) == 4
@@ -404,8 +406,8 @@ def test_duplicates_are_dropped_before_building(local_ray, tmp_path):
 
     run_dir = tmp_path / "run"
     summary = search.run(make_config(task=task, candidates=8), run_dir)
-    assert summary["stopped"].startswith("no new candidates"), summary
-    assert summary["candidates"] == 2 and summary["correct"] == 2
+    assert summary.stopped.startswith("no new candidates"), summary
+    assert summary.candidates == 2 and summary.correct == 2
     with Store.open(run_dir, readonly=True) as store:
         records = store.candidates()
         assert len(records) == 2
@@ -421,7 +423,7 @@ def test_search_goes_past_the_seeds_neighbours(local_ray, tmp_path):
     assert knobs.space_size(SEED.read_text()) == 18 and len(knobs.neighbours(SEED.read_text())) == 5
     run_dir = tmp_path / "run"
     summary = search.run(make_config(candidates=10, knob_changes=1, in_flight=8), run_dir)
-    assert summary["candidates"] == 10 and summary["stopped"] == "budget of candidates spent", summary
+    assert summary.candidates == 10 and summary.stopped == "budget of candidates spent", summary
     with Store.open(run_dir, readonly=True) as store:
         generations = {r.candidate.generation for r in store.candidates()}
     assert max(generations) >= 2, generations                 # children of children
@@ -435,17 +437,21 @@ def test_a_best_that_fails_when_judged_again_is_not_reported(local_ray, tmp_path
     from kevolve.judge import build as builder
     run_dir = tmp_path / "run"
     first = search.run(make_config(candidates=3), run_dir)
-    assert first["best"]["confirmed"], first
+    assert first.best.confirmed, first
     with Store.open(run_dir, readonly=True) as store:
         ranked = [r.candidate for r in store.best(3)]
-    assert first["best"]["id"] == ranked[0].id and len(ranked) == 3
+    assert first.best.id == ranked[0].id and len(ranked) == 3
     broken = builder.build('extern "C" int forward() { return 3; }\n', "cpu")
-    Path(builder.build(ranked[0].source, "cpu").lib_path).write_bytes(Path(broken.lib_path).read_bytes())
-
-    again = search.run(make_config(candidates=3, resume=run_dir), run_dir)
-    best = again["best"]
-    assert best["id"] == ranked[1].id and best["confirmed"], again
-    assert ranked[0].id in best["not_confirmed"][0] and "returned 3" in best["not_confirmed"][0]
+    library = Path(builder.build(ranked[0].source, "cpu").lib_path)
+    intact = library.read_bytes()
+    library.write_bytes(Path(broken.lib_path).read_bytes())
+    try:
+        again = search.run(make_config(candidates=3, resume=run_dir), run_dir)
+    finally:                                  # the module's build cache serves the tests after this one
+        library.write_bytes(intact)
+    best = again.best
+    assert best.id == ranked[1].id and best.confirmed, again
+    assert ranked[0].id in best.not_confirmed[0] and "returned 3" in best.not_confirmed[0]
     assert (run_dir / "best.cpp").read_text() == ranked[1].source
 
 
@@ -457,27 +463,27 @@ def test_wall_time_stops_the_run_and_resume_finishes_it(local_ray, tmp_path):
     start = time.monotonic()
     summary = search.run(make_config(candidates=200, wall_time_s=wall), run_dir)
     elapsed = time.monotonic() - start
-    workers = {pid: cmd for pid, cmd in family(os.getpid()).items() if "kevolve.worker" in cmd}
+    workers = {pid: cmd for pid, cmd in family(os.getpid()).items() if "kevolve.judge.worker" in cmd}
     assert elapsed < wall + 20, f"the run took {elapsed:.0f} s with wall_time_s={wall}"
-    assert summary["stopped"].startswith("wall time"), summary
-    assert summary["candidates"] < 200
+    assert summary.stopped.startswith("wall time"), summary
+    assert summary.candidates < 200
 
     before = snapshot(run_dir)
     with Store.open(run_dir, readonly=True) as store:
         unfinished = [r.candidate.id for r in store.unfinished()]
         created = len(store.candidates())
     assert unfinished, "the deadline cancelled work in flight: those candidates stay unfinished in the store"
-    assert summary["candidates"] == created - len(unfinished)
-    print(f"stopped after {elapsed:.0f} s: {summary['candidates']} judged, {len(unfinished)} unfinished")
+    assert summary.candidates == created - len(unfinished)
+    print(f"stopped after {elapsed:.0f} s: {summary.candidates} judged, {len(unfinished)} unfinished")
 
     deadline = time.monotonic() + 30                 # a judgement cut by the deadline leaves no worker behind
     while alive(workers) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not alive(workers), f"kevolve.worker processes alive 30 s after the run returned: {alive(workers)}"
+    assert not alive(workers), f"kevolve.judge.worker processes alive 30 s after the run returned: {alive(workers)}"
 
     # resume with the budget already spent: the unfinished ones are judged, nothing new is proposed
     summary2 = search.run(make_config(candidates=created, wall_time_s=300, resume=run_dir), run_dir)
-    assert summary2["candidates"] == created, summary2
+    assert summary2.candidates == created, summary2
     assert snapshot(run_dir).items() >= before.items()
     with Store.open(run_dir, readonly=True) as store:
         assert len(store.candidates()) == created
@@ -509,7 +515,7 @@ def test_resume_of_a_run_killed_before_its_seeds_seeds_it(local_ray, tmp_path):
     run_dir = tmp_path / "run"
     Store.create(run_dir, {"task": load_task(TASK).name}).close()
     summary = search.run(make_config(resume=run_dir, candidates=1), run_dir)
-    assert summary["candidates"] == 1 and summary["best"] is not None, summary
+    assert summary.candidates == 1 and summary.best is not None, summary
 
 
 def test_resume_of_a_missing_run_is_an_error(local_ray, tmp_path):
@@ -531,3 +537,70 @@ def test_multirun_gives_each_job_its_own_run_dir(tmp_path):
     dirs = {s["run_dir"] for s in summaries}
     assert len(dirs) == 2 and all((Path(d) / "kevolve.db").exists() for d in dirs)
     assert all(s["candidates"] == 2 and s["best"] is not None for s in summaries)
+
+
+# ---------------------------------------------------------------------- 7. the review's fixes
+@pytest.mark.slow
+def test_the_driver_never_holds_a_librarys_bytes(local_ray, tmp_path, monkeypatch):
+    """Builds return the Build and the bytes as two objects; the driver waits on the first and hands the
+    second to an evaluator unopened. Every value the driver fetches is recorded: none is bytes."""
+    fetched = []
+    real_get = ray.get
+
+    def flatten(value):
+        if isinstance(value, (list, tuple)):
+            for v in value:
+                yield from flatten(v)
+        else:
+            yield value
+
+    def spy(refs, *args, **kwargs):
+        value = real_get(refs, *args, **kwargs)
+        fetched.extend(flatten(value))
+        return value
+    monkeypatch.setattr(ray, "get", spy)
+    summary = search.run(make_config(candidates=3), tmp_path / "run")
+    assert summary.correct == 3, summary
+    kinds = {type(v).__name__ for v in fetched}
+    assert "Build" in kinds and "Evaluation" in kinds, kinds        # the spy saw the driver's fetches
+    assert not [v for v in fetched if isinstance(v, (bytes, bytearray, memoryview))], kinds
+
+
+@pytest.mark.slow
+def test_builders_cap_the_builds_in_flight(local_ray, tmp_path, monkeypatch):
+    """`resources.builders` is the most builds at once: with 1, the driver never has two building."""
+    most = []
+    real = search.Driver._start_builds
+
+    def counting(self):
+        real(self)
+        most.append(sum(1 for j in self.jobs.values() if j.step is search.Step.BUILD))
+    monkeypatch.setattr(search.Driver, "_start_builds", counting)
+    summary = search.run(make_config(candidates=6, in_flight=6, resources={"builders": 1}), tmp_path / "run")
+    assert summary.candidates == 6, summary
+    assert max(most) == 1, most
+
+
+@pytest.mark.slow
+def test_a_malformed_knob_line_in_a_parent_fails_that_proposal_not_the_run(local_ray, tmp_path):
+    """LLM-written parents will carry malformed `// knob:` lines. Here one of two correct seeds has one: its
+    children cannot be made, each such proposal is recorded with the reason, and the search goes on from the
+    other seed to its budget."""
+    task = tmp_path / "task"
+    shutil.copytree(TASK, task, ignore=shutil.ignore_patterns("__pycache__"))
+    good = (task / "seeds" / "cpu.cpp").read_text()
+    bad = good.replace("// knob: 1, 2\n", "// knob: 1 2\n", 1).replace("constexpr int ROWS = 1;     // knob: 1, 2, 4",
+                                                                         "constexpr int ROWS = 2;")
+    assert normalize_source(bad) != normalize_source(good)       # not a duplicate: ROWS differs
+    (task / "seeds" / "cpu_bad_knob.cpp").write_text(bad)
+    yaml_text = (task / "task.yaml").read_text()
+    (task / "task.yaml").write_text(yaml_text.replace("cpu: [cpu.cpp]", "cpu: [cpu.cpp, cpu_bad_knob.cpp]"))
+    assert "cpu_bad_knob.cpp" in (task / "task.yaml").read_text()
+    run_dir = tmp_path / "run"
+    summary = search.run(make_config(task=task, candidates=8, population={"islands": 2}), run_dir)
+    assert summary.candidates == 8 and summary.correct == 8, summary
+    with Store.open(run_dir, readonly=True) as store:
+        failed = [p for _, _, p in store.events("mutation_failed")]
+        bad_id = next(r.candidate.id for r in store.candidates() if r.candidate.meta_dict().get("file") == "cpu_bad_knob.cpp")
+    assert all("commas" in p["reason"] for p in failed), failed     # as a parent or as an inspiration
+    assert any(p["parent"] == bad_id for p in failed), failed

@@ -1,4 +1,4 @@
-"""Contracts of kevolve.store: what is committed survives, resume sees what is left, secrets stay out."""
+"""Contracts of kevolve.search.store: what is committed survives, resume sees what is left, secrets stay out."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.search.population import Candidate, Population, PopulationConfig
+from kevolve.config import PopulationConfig
+from kevolve.messages import Candidate
+from kevolve.search.population import Population
 from kevolve.judge.results import Evaluation, Measurement, Stats
 from kevolve.search.store import DB_NAME, Store, StoreError
 
@@ -146,7 +148,7 @@ def test_a_reader_sees_the_writers_commits(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from kevolve.search.population import Candidate
+    from kevolve.messages import Candidate
     from kevolve.search.store import Store
     store = Store.create(sys.argv[1], {"task": "t"})
     big = "x" * 20000

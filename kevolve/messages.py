@@ -1,0 +1,182 @@
+"""The messages between the parts of a search: frozen, plain data, JSON round-trippable.
+
+A candidate's life, and the message each step hands on:
+
+    Population.propose(rng)  -> Proposal   (island, parent, inspirations, operator)
+    an operator              -> Mutation   (a child source, or why there is none)
+    judge.rules.check        -> Verdict    (kevolve.judge.rules)
+    judge.build.build        -> Build      (kevolve.judge.build)
+    judge.harness.judge      -> Evaluation (kevolve.judge.results)
+    the driver records each in the store under the candidate's `Status`, and hands the population an `Outcome`.
+
+`Status` is the one vocabulary of candidate states, used by the driver, the store and the summaries.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import math
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+
+class Status(str, enum.Enum):
+    """Where a candidate is: pending → verified → built → evaluated, or stopped at rejected (static rules or
+    a verifier), build_failed, or failed (no verdict could be had: a mutation without a kernel, an actor
+    that kept dying). The last four are terminal; a resumed run queues the others again."""
+    PENDING = "pending"
+    VERIFIED = "verified"
+    BUILT = "built"
+    EVALUATED = "evaluated"
+    REJECTED = "rejected"
+    BUILD_FAILED = "build_failed"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Status.EVALUATED, Status.REJECTED, Status.BUILD_FAILED, Status.FAILED)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _freeze(value: Any) -> Any:
+    """JSON-like data as hashable, immutable data: lists become tuples, mappings sorted (key, value) pairs."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    return [_thaw(v) for v in value] if isinstance(value, tuple) else value
+
+
+def new_id() -> str:
+    """A short random id (12 hex digits): unique enough for one run's thousands of candidates."""
+    return uuid.uuid4().hex[:12]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One kernel source and where it came from. `meta` holds operator details (knob values, a strategy):
+    pass a dict, it is stored as sorted (key, value) pairs of JSON values; read it with `meta_dict()`."""
+    id: str
+    source: str
+    parents: tuple[str, ...] = ()
+    island: int = 0
+    generation: int = 0
+    operator: str = "seed"          # seed | knob | translate | optimize | crossover | repair | meta | ...
+    model: str | None = None        # the LLM that wrote it; None for seeds and knob mutation
+    created: float = 0.0
+    meta: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "parents", tuple(self.parents))
+        object.__setattr__(self, "meta", _freeze(dict(self.meta)))
+        try:
+            json.dumps(self.to_dict())
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"candidate {self.id}: meta must hold JSON values only ({e})") from None
+
+    @staticmethod
+    def new(source: str, **fields) -> "Candidate":
+        """A candidate with a fresh id and the current time; other fields as given."""
+        return Candidate(id=fields.pop("id", None) or new_id(), source=source,
+                         created=fields.pop("created", None) or time.time(), **fields)
+
+    def meta_dict(self) -> dict[str, Any]:
+        return {k: _thaw(v) for k, v in self.meta}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "source": self.source, "parents": list(self.parents), "island": self.island,
+                "generation": self.generation, "operator": self.operator, "model": self.model,
+                "created": self.created, "meta": self.meta_dict()}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "Candidate":
+        d = dict(d)
+        d["parents"] = tuple(d.get("parents", ()))
+        d["meta"] = d.get("meta") or {}
+        return Candidate(**d)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the population needs to know of a verdict: fitness (0 unless correct), correctness, whether it
+    compiled (incorrect but compiled candidates are parents for repair), and feedback for the next prompt."""
+    fitness: float
+    correct: bool
+    compiled: bool = True
+    feedback: str = ""
+
+    def __post_init__(self):
+        if not self.correct or not math.isfinite(self.fitness) or self.fitness < 0:
+            object.__setattr__(self, "fitness", 0.0)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What the population asks for next: apply `operator` to `parent` (with `inspirations` from the
+    archive, best first) and put the child on `island`."""
+    island: int
+    parent: Candidate
+    operator: str
+    inspirations: tuple[Candidate, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """What an operator made of a proposal: a child source, or `source=None` and `failure` saying why (no
+    knob left to turn, a malformed knob line, an LLM reply without code). `meta` records the operator's
+    choices (knob values, a strategy), `cost_usd` and `model` what an LLM call cost and who answered."""
+    source: str | None
+    meta: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    failure: str | None = None
+    cost_usd: float = 0.0
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Best:
+    """The best kernel of a run, with the numbers of its final judgement (baselines interleaved)."""
+    id: str
+    kernel: str                      # the file the run wrote it to
+    operator: str
+    speedup: float | None
+    speedup_eager: float | None
+    speedup_compile: float | None
+    floor_fraction: float | None
+    confirmed: bool                  # judged again at the end and correct again
+    not_confirmed: tuple[str, ...] = ()   # better candidates that failed that judgement, and why
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a search reports when it ends: printed as a table and, as the last line, `as_dict()` in JSON."""
+    run_dir: str
+    task: str
+    target: str
+    shapes: str
+    candidates: int                  # candidates that reached a verdict
+    correct: int
+    stopped: str                     # why the search stopped
+    seconds: float
+    candidates_per_minute: float
+    evaluators: int
+    evaluator_busy: float            # the share of evaluator time spent judging
+    stage_seconds: dict[str, float]
+    judge_phases: dict[str, float]
+    best: Best | None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["best"] is not None:
+            d["best"]["not_confirmed"] = list(d["best"]["not_confirmed"])
+            if not d["best"]["not_confirmed"]:
+                del d["best"]["not_confirmed"]
+        return d

@@ -1,0 +1,88 @@
+"""The plan: every default of a search resolved once, from the configuration and the cluster, in one place.
+
+`resolve(cfg, task, cluster)` turns the typed config (`kevolve.config.Config`) and what Ray reports of the
+cluster (`ray.cluster_resources()`: CPU and GPU counts) into a frozen `Plan`: target, shape set, how many
+evaluators and builders, how many candidates in flight, the judging options, cache sizes, budgets. Nothing
+below the driver re-derives a default; a configuration the cluster cannot serve (cuda without GPUs, a
+shape set the task lacks) raises `ConfigError` here, naming the field, before anything starts.
+Pure: no Ray calls (the caller passes the cluster's resources), so it is tested as plain Python.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from kevolve.config import Config, ConfigError, PopulationConfig
+from kevolve.judge.options import Options, default_shapes
+from kevolve.task.spec import Task
+
+ABI = "c"            # a search writes kernels in the C ABI (the torch ABI is for importing kernels)
+
+
+@dataclass(frozen=True)
+class Plan:
+    task: str                            # Task.ref: how another process or node finds the task
+    target: str                          # cpu | cuda
+    shapes: str
+    options: Options                     # how every candidate is judged
+    evaluators: int
+    evaluator_placement: Mapping[str, Any]   # Ray options of an Evaluator actor (num_cpus, num_gpus, resources)
+    builders: int                        # builds in flight at most
+    builder_resources: Mapping[str, float]
+    in_flight: int                       # candidates between proposal and verdict at most
+    reference_bytes: int                 # float64 references an evaluator keeps
+    baseline_refresh_s: float            # 0: baselines timed with every candidate
+    cache_dir: str | None                # configured build cache (a node's KEVOLVE_CACHE overrides it there)
+    arch: str | None                     # nvcc arch; None until the evaluators report their GPU (`with_arch`)
+    population: PopulationConfig
+    seed: int
+    candidates: int
+    wall_time_s: float
+    dollars: float | None
+    knob_changes: int
+    progress: bool
+    tracker: str                         # logger.kind
+
+    def with_arch(self, detected: str | None) -> "Plan":
+        """The plan once the evaluators have said what GPU they hold (a configured arch wins)."""
+        return self if self.arch or self.target != "cuda" else replace(self, arch=detected)
+
+
+def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
+    """The plan for searching `task` with `cfg` on a cluster with these resources (CPU, GPU counts)."""
+    r, s = cfg.resources, cfg.search
+    gpus, cpus = int(cluster.get("GPU", 0)), int(cluster.get("CPU", 1))
+    target = r.target or ("cuda" if gpus else "cpu")
+    if target == "cuda" and not gpus:
+        raise ConfigError("config field 'resources.target': cuda, but the Ray cluster has no GPUs "
+                          "(use resources.target=cpu, or join a GPU cluster with resources.address=auto)")
+    shapes = cfg.task.shapes or default_shapes(target)
+    if shapes not in task.shape_sets:
+        raise ConfigError(f"config field 'task.shapes': task {task.name} has no shape set {shapes!r} "
+                          f"(it has {', '.join(task.shape_sets)})")
+    evaluators = r.evaluators or (gpus if target == "cuda" else 1)
+    placement: dict[str, Any] = {"num_cpus": r.cpus_per_evaluator}
+    if target == "cuda":
+        placement["num_gpus"] = 1
+    if r.evaluator_resources:
+        placement["resources"] = dict(r.evaluator_resources)
+    cache_gb = r.reference_cache_gb if r.reference_cache_gb is not None else (16.0 if target == "cuda" else 2.0)
+    # GPU times are stable under host load; on the CPU, builds beside the evaluator skew a kernel's time and
+    # its baselines' alike only when they are timed interleaved
+    refresh = s.baseline_refresh_s if s.baseline_refresh_s is not None else (300.0 if target == "cuda" else 0.0)
+    options = Options(target=target, abi=ABI, shapes=shapes, timeout=s.timeout_s, baselines=tuple(s.baselines),
+                      reps=s.reps, budget_s=s.budget_s, time_inits=s.time_inits, threads=r.worker_threads,
+                      exchange=r.exchange)
+    return Plan(task=task.ref, target=target, shapes=shapes, options=options, evaluators=evaluators,
+                evaluator_placement=placement,
+                builders=r.builders or max(1, cpus - int(evaluators * r.cpus_per_evaluator)),
+                builder_resources=dict(r.builder_resources),
+                # enough to keep each evaluator fed (one judging, one queued, two building), few enough that
+                # children are proposed from recent verdicts rather than all from the seeds
+                in_flight=s.in_flight or 4 * evaluators,
+                reference_bytes=int(cache_gb * (1 << 30)), baseline_refresh_s=refresh,
+                cache_dir=r.cache_dir, arch=os.environ.get("KEVOLVE_CUDA_ARCH") or r.cuda_arch,
+                population=s.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
+                dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,
+                tracker=cfg.logger.kind)

@@ -1,0 +1,72 @@
+"""Contracts of kevolve.search.plan: every default resolved once, from the config and the cluster, and a
+configuration the cluster cannot serve refused there, naming the field."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kevolve.config import ConfigError, from_hydra
+from kevolve.search.plan import resolve
+from kevolve.task import load_task
+
+TASK = Path(__file__).resolve().parents[1] / "search_task"
+
+
+def config(**sections):
+    return from_hydra({"task": {"name": str(TASK)}, **sections})
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_task(TASK)
+
+
+def test_cpu_defaults(task):
+    plan = resolve(config(), task, {"CPU": 8})
+    assert (plan.target, plan.shapes, plan.evaluators, plan.builders, plan.in_flight) == ("cpu", "small", 1, 7, 4)
+    assert plan.baseline_refresh_s == 0.0 and plan.reference_bytes == 2 << 30
+    assert plan.options.target == "cpu" and plan.options.shapes == "small" and plan.options.abi == "c"
+    assert "num_gpus" not in plan.evaluator_placement and plan.arch is None
+
+
+def test_gpu_defaults(task):
+    plan = resolve(config(), task, {"CPU": 32, "GPU": 2})
+    assert (plan.target, plan.shapes, plan.evaluators, plan.builders, plan.in_flight) == ("cuda", "bench", 2, 30, 8)
+    assert plan.baseline_refresh_s == 300.0 and plan.reference_bytes == 16 << 30
+    assert plan.evaluator_placement == {"num_cpus": 1.0, "num_gpus": 1}
+    assert plan.with_arch("90a").arch == "90a"
+
+
+def test_configured_values_win(task, monkeypatch):
+    monkeypatch.delenv("KEVOLVE_CUDA_ARCH", raising=False)
+    plan = resolve(config(resources={"builders": 3, "evaluators": 1, "cuda_arch": "80", "exchange": "files",
+                                     "reference_cache_gb": 0.5, "evaluator_resources": {"gpu_node": 1}},
+                          search={"in_flight": 2, "baseline_refresh_s": 5}), task, {"CPU": 32, "GPU": 2})
+    assert (plan.builders, plan.evaluators, plan.in_flight, plan.baseline_refresh_s) == (3, 1, 2, 5)
+    assert plan.arch == "80" and plan.with_arch("90a").arch == "80"      # configured beats detected
+    assert plan.options.exchange == "files" and plan.reference_bytes == 1 << 29
+    assert plan.evaluator_placement["resources"] == {"gpu_node": 1}
+
+
+def test_the_environment_overrides_the_configured_arch(task, monkeypatch):
+    monkeypatch.setenv("KEVOLVE_CUDA_ARCH", "100a")
+    assert resolve(config(resources={"cuda_arch": "80"}), task, {"CPU": 4, "GPU": 1}).arch == "100a"
+
+
+@pytest.mark.parametrize("sections, cluster, field", [
+    ({"resources": {"target": "cuda"}}, {"CPU": 4}, "resources.target"),
+    ({"task": {"name": str(TASK), "shapes": "huge"}}, {"CPU": 4}, "task.shapes"),
+])
+def test_what_the_cluster_cannot_serve_is_refused_naming_the_field(task, sections, cluster, field):
+    with pytest.raises(ConfigError, match=field):
+        resolve(config(**sections), task, cluster)
+
+
+@pytest.mark.parametrize("sections, field", [
+    ({"resources": {"exchange": "pigeon"}}, "resources.exchange"),
+    ({"resources": {"cuda_arch": "hopper"}}, "resources.cuda_arch"),
+])
+def test_new_settings_are_checked(sections, field):
+    with pytest.raises(ConfigError, match=field):
+        config(**sections)
