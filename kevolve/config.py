@@ -15,6 +15,9 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from kevolve.llm.config import LLMConfig
+from kevolve.llm.config import validate as validate_llm
+
 
 class ConfigError(ValueError):
     pass
@@ -115,11 +118,6 @@ class ResourcesConfig:
 
 
 @dataclass
-class LLMConfig:
-    provider: str = "none"               # none: no LLM (LLM operators come with the LLM issue)
-
-
-@dataclass
 class LoggerConfig:
     kind: str = "none"                   # none: the run directory's store is the record (W&B: tracking issue)
 
@@ -188,5 +186,11 @@ def validate(c: Config) -> None:
     need(r.exchange in ("auto", "files"), "resources.exchange", r.exchange, "auto or files")
     need(r.cuda_arch is None or bool(re.fullmatch(r"\d{2,3}a?", str(r.cuda_arch))), "resources.cuda_arch",
          r.cuda_arch, 'null or an nvcc architecture such as "90a" or "80"')
-    need(c.llm.provider == "none", "llm.provider", c.llm.provider, "none (LLM operators are not part of this version)")
+    try:
+        validate_llm(c.llm)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    need(not llm_ops, "search.population.operators", llm_ops,
+         "only `knob` in this version: the LLM operators (translate, optimize, crossover, repair, meta) are not "
+         "wired into the search yet; `llm=...` configures the provider layer (kevolve/llm) only")
     need(c.logger.kind == "none", "logger.kind", c.logger.kind, "none (W&B tracking is not part of this version)")
