@@ -3,7 +3,8 @@
 Hydra composes `conf/config.yaml`; `kevolve.config.from_hydra` checks it against the typed schema (a bad
 value stops here, naming the field); `kevolve.search.run` does the rest. Prints a live progress line on
 stderr, then the summary table, and as the last line of stdout one JSON object.
-Exit status: 0 when a correct kernel was found, 1 when none was, 2 on a configuration error.
+Exit status: 0 when a correct kernel was found, 1 when none was, 2 on a configuration error, a malformed
+task, or a run directory whose database cannot be written (the message says which and what to do).
 """
 from __future__ import annotations
 
@@ -28,12 +29,13 @@ def main(cfg: DictConfig) -> int:
     from hydra.core.hydra_config import HydraConfig
     from kevolve.config import ConfigError, from_hydra
     from kevolve.search.store import StoreError
+    from kevolve.task.spec import TaskError
     try:
         config = from_hydra(cfg)
         run_dir = Path(config.resume or config.run_dir or HydraConfig.get().runtime.output_dir).resolve()
         from kevolve.search import run
         summary = run(config, run_dir)
-    except (ConfigError, StoreError) as e:
+    except (ConfigError, StoreError, TaskError) as e:
         print(f"error: {e}", file=sys.stderr)
         if HydraConfig.get().mode.name == "RUN":
             sys.exit(2)

@@ -2,6 +2,7 @@
 stops at the entry point with a ConfigError naming the field (no Ray, nothing built)."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,24 @@ def test_cli_dict_override_of_operators_is_a_config_error(tmp_path):
     assert "search.population.operators" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.returncode == 2, f"exit status {proc.returncode}: {proc.stderr}"
+
+
+def test_cli_malformed_task_exits_2_naming_the_file_and_field(tmp_path):
+    task = tmp_path / "broken_task"
+    shutil.copytree(ROOT / "tests" / "search_task", task, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (task / "task.yaml").read_text()
+    (task / "task.yaml").write_text(text.replace("direction: forward", "direction: sideways"))
+    proc = _kevolve(tmp_path, f"task.name={task}", "resources.target=cpu")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "task.yaml" in proc.stderr and "direction" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_cli_run_dir_that_cannot_be_written_exits_2_saying_so(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    proc = _kevolve(tmp_path, f"task.name={ROOT / 'tests' / 'search_task'}", "resources.target=cpu",
+                    f"run_dir={blocker / 'run'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "cannot create the run's database" in proc.stderr and "run_dir=" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr + proc.stdout

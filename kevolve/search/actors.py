@@ -10,7 +10,10 @@
 - `Evaluator`   — owns one GPU (`num_gpus=1`) on cuda, or a CPU slot on cpu; installs the bytes in its node's
                   build cache and calls `judge.harness.judge`, which runs the kernel in a fresh worker
                   process; it keeps a `judge.reuse.Reuse` (spare worker, cached references, recent baselines).
-The driver (`kevolve.search.driver`) routes all work; actors never call each other.
+Every actor is restarted by Ray when its process dies (`max_restarts=-1`) and a build is retried when its
+process dies; the driver re-sends the call that was lost, a bounded number of times
+(`driver.ACTOR_RETRIES`), then gives that candidate a `failed` verdict. The driver routes all work;
+actors never call each other.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from kevolve.operators import knob
 from kevolve.task.spec import load_task
 
 
-@ray.remote(num_cpus=0)
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class Mutator:
     """Applies an operator to a proposal. Knob mutation needs no LLM and no network."""
 
@@ -43,7 +46,7 @@ class Mutator:
         return knob.mutate(proposal, random.Random(seed), knob_changes)
 
 
-@ray.remote(num_cpus=0)
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class Verifier:
     def check(self, source: str, target: str, abi: str) -> rules.Verdict:
         start = time.perf_counter()
@@ -51,7 +54,7 @@ class Verifier:
         return dataclasses.replace(verdict, seconds=time.perf_counter() - start)
 
 
-@ray.remote(num_cpus=1, max_retries=0, num_returns=2)
+@ray.remote(num_cpus=1, max_retries=2, num_returns=2)     # retried when its process dies, not for errors
 def build_task(source: str, target: str, abi: str, arch: str | None, cache_dir: str | None):
     """Compiles on whichever node runs it; returns the Build and the library's bytes (None when it failed)."""
     b = builder.build(source, target, abi, arch=arch, cache_dir=cache_dir)

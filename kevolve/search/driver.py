@@ -40,6 +40,7 @@ from kevolve.task.spec import Task, load_task
 from kevolve.tracking import make_tracker
 
 DUPLICATE_STREAK = 200       # proposals in a row that gave nothing new: the reachable space is spent
+ACTOR_RETRIES = 2            # a call lost with its actor's process is sent again this many times, then a verdict
 
 
 class Step(enum.Enum):
@@ -98,7 +99,6 @@ def _open_store(cfg: Config, run_dir: Path, task: Task) -> tuple[Store, bool]:
                               f"not {task.name!r}; resume with task={meta.get('task')}")
         store.log_event("resume", {"run_dir": str(run_dir)})
         return store, True
-    run_dir.mkdir(parents=True, exist_ok=True)
     from omegaconf import OmegaConf
     meta = {"task": task.name, "config": OmegaConf.to_container(OmegaConf.structured(cfg)), "started": time.time()}
     return Store.create(run_dir, meta), False
@@ -332,21 +332,35 @@ class Driver:
         return member
 
     def _on_error(self, job: Job, error: Exception) -> None:
-        """An actor or task failed (not the candidate: the judge turns those into verdicts)."""
+        """An actor or task failed (not the candidate: the judge turns those into verdicts). A call lost with
+        its actor's process (Ray restarts the actor) is sent again, `ACTOR_RETRIES` times at most; then the
+        candidate gets a `failed` verdict naming the error. A lost mutation is a lost proposal."""
         if job.step is Step.EVALUATE:
             self.load[job.evaluator] -= 1
-            if job.retries < 1 and isinstance(error, ray.exceptions.RayActorError):
-                job.retries += 1
+        lost = isinstance(error, (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError))
+        if lost and job.retries < ACTOR_RETRIES:
+            job.retries += 1
+            self.store.log_event("retry", {"id": job.candidate.id if job.candidate else None, "step": job.step.value,
+                                           "attempt": job.retries, "error": _first_line(error)})
+            if job.step is Step.MUTATE:
+                self.jobs[self.mutator.mutate.remote(job.proposal, self.rng.getrandbits(63),
+                                                     self.plan.knob_changes)] = job
+            elif job.step is Step.VERIFY:
+                self._verify(job)
+            elif job.step is Step.BUILD:
                 job.step = Step.QUEUED
-                self.queue.append(job)           # the evaluator restarts; judge the candidate again
-                return
-        if job.candidate is None:                # the mutator died: that proposal is lost, the search goes on
+                self.to_build.append(job)
+            else:
+                job.step = Step.QUEUED
+                self.queue.append(job)
+            return
+        if job.candidate is None:                # the mutator failed: that proposal is lost, the search goes on
             self.proposing -= 1
             self.failed_proposals += 1
             self.store.log_event("mutation_failed", {"parent": job.proposal.parent.id,
                                                      "operator": job.proposal.operator, "reason": _first_line(error)})
             return
-        reason = f"{job.step.value} failed: {_first_line(error)}"
+        reason = f"{job.step.value} failed: {_first_line(error)}" + (f" (after {job.retries} retries)" if lost else "")
         self.store.set_stage(job.candidate.id, Status.FAILED, feedback=reason)
         self._finish(job.candidate, Outcome(0.0, False, job.step is Step.EVALUATE, reason))
 

@@ -146,8 +146,12 @@ class Store:
         path = Path(run_dir) / DB_NAME
         if path.exists():
             raise StoreError(f"{path} already exists: resume that run with Store.open, or choose a new run dir")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        store = cls(cls._connect(path), path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            store = cls(cls._connect(path), path)
+        except (OSError, sqlite3.OperationalError) as e:
+            raise StoreError(f"cannot create the run's database {path}: {e}; choose a run directory you can "
+                             "write (run_dir=...)") from None
         store._conn.executescript(f"BEGIN; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
         store.set_meta({"started": time.time(), "schema": SCHEMA_VERSION, "version": _version(), **meta})
         return store
@@ -179,7 +183,7 @@ class Store:
         self.close()
 
     def _tx(self):
-        return _Transaction(self._conn)
+        return _Transaction(self._conn, self.path)
 
     # ---- run meta and events
     def set_meta(self, meta: Mapping[str, Any]) -> None:
@@ -325,17 +329,35 @@ class Store:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on an exception): one write, all or nothing."""
+    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on an exception): one write, all or nothing. A write SQLite refuses
+    (a full disk, a read-only file) is rolled back and raised as a StoreError that says what to do."""
 
-    def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self.conn, self.path = conn, path
 
     def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            raise _unwritable(self.path, e) from None
         return self.conn
 
-    def __exit__(self, exc_type, *_) -> None:
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+    def __exit__(self, exc_type, exc, _tb) -> None:
+        if exc_type is None:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except sqlite3.OperationalError as e:
+                exc_type, exc = type(e), e
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        if issubclass(exc_type, sqlite3.OperationalError):
+            raise _unwritable(self.path, exc) from None
+
+
+def _unwritable(path: Path, e: Exception) -> StoreError:
+    return StoreError(f"cannot write to {path}: {e}. Nothing committed is lost: free some space (or make the "
+                      f"file writable) and continue the run with resume={path.parent}")
 
 
 def _check_status(status: Status | str | None) -> str | None:

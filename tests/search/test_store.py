@@ -181,3 +181,31 @@ def test_committed_rows_survive_sigkill_of_the_writer(tmp_path):
         verified = {r.candidate.id for r in s.candidates("verified")}
         assert {f"c{i}" for i in committed} <= verified
         assert s.get(f"c{committed[-1]}").candidate.meta_dict() == {"i": committed[-1]}
+
+
+def test_a_full_disk_is_a_clear_error_and_loses_nothing_committed(tmp_path):
+    """SQLite's page limit stands in for a full disk: the write that does not fit is rolled back and raised
+    as a StoreError saying what to do; every row committed before it is intact and readable."""
+    from kevolve.messages import Candidate
+    from kevolve.search.store import StoreError
+    store = Store.create(tmp_path, {"task": "t"})
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages + 40}")
+    added = []
+    with pytest.raises(StoreError, match=r"cannot write to .*kevolve.db.*resume="):
+        for i in range(1000):
+            c = Candidate(id=f"c{i}", source=f"// {i}\n" + "x" * 4000)
+            store.add_candidate(c)
+            added.append(c.id)
+    assert 0 < len(added) < 1000
+    store.close()
+    with Store.open(tmp_path, readonly=True) as again:
+        assert again.integrity() == "ok"
+        assert [r.candidate.id for r in again.candidates()] == added
+
+
+def test_a_run_dir_that_cannot_be_made_is_a_clear_error(tmp_path):
+    from kevolve.search.store import StoreError
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StoreError, match="cannot create the run's database"):
+        Store.create(tmp_path / "file" / "run", {"task": "t"})
