@@ -9,7 +9,6 @@ import os
 import random
 import signal
 import threading
-import time
 from pathlib import Path
 
 import pytest
