@@ -99,7 +99,7 @@ def _row(m: Measurement) -> str:
     floor = m.floor_fraction
     state = "ok" if m.correct else f"FAILED: {m.failure or 'wrong'}"
     return (f"| {m.config} | {state} | {_ms(m.kernel)} | {_ms(m.eager)} | {_ms(m.compile)} | "
-            f"{f'{speed:.3g}x' if speed else '-'} | {f'{floor:.0%}' if floor else '-'} |")
+            f"{f'{speed:.3g}x' if speed else '-'} | {f'{floor:.1%}' if floor else '-'} |")
 
 
 def numbers(ctx: Context, evaluation: Evaluation | None) -> str:
