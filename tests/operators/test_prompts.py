@@ -1,0 +1,162 @@
+"""The LLM operators' prompts: what every prompt must show (task, exact signature, target, bench sizes, rules,
+knob syntax), what none may show (a held-out configuration), and the template renderer's strictness."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import H200, judged
+from kevolve.judge import rules
+from kevolve.messages import Candidate, Proposal
+from kevolve.operators import context as facts
+from kevolve.operators import template, verifiers
+from kevolve.operators.compose import OPERATORS, Request, messages
+from kevolve.operators.context import Context
+from kevolve.operators.strategies import Strategy
+from kevolve.task.abi import c_prototype
+from kevolve.task.spec import list_tasks, load_task
+
+TORCH_SRC = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) { return x; }\n"
+
+
+def requests(task, parent: Candidate, shape_set: str = "bench", fail_heldout: bool = True) -> dict[str, Request]:
+    """One request per prompt kind, with numbers and feedback that mention held-out configurations."""
+    other = Candidate(id="other", source=parent.source.replace("forward", "forward", 1) + "// variant\n")
+    ev = judged(task, shape_set, fail_heldout=fail_heldout)
+    evals = {parent.id: ev, other.id: judged(task, shape_set)}
+    p = Proposal(0, parent, "optimize", (other,))
+    good = ((Strategy("vector loads", "read x as float4"), 0.7, 3),)
+    return {
+        "translate": Request("translate"),
+        "translate_torch": Request("translate", torch_source=TORCH_SRC),
+        "optimize": Request("optimize", p, evals, feedback=ev.failure or "", strategies=good, profile="dram 61%"),
+        "crossover": Request("crossover", p, evals),
+        "repair": Request("repair", p, evals, feedback=ev.failure or ""),
+        "meta": Request("meta", p, evals, feedback=ev.failure or "", strategies=good, count=3),
+        "meta_child": Request("meta", p, evals, strategy=Strategy("split rows", "cut each row into tiles")),
+        "red_team": Request("red_team", p),
+    }
+
+
+def all_prompts(ctx: Context, parent: Candidate) -> dict[str, str]:
+    out = {k: "\n".join(m["content"] for m in messages(ctx, r)) for k, r in requests(ctx.task, parent,
+                                                                                     ctx.shape_set).items()}
+    for v in verifiers.VERIFIERS:
+        out[f"verify_{v}"] = "\n".join(m["content"] for m in verifiers.messages(ctx, v, parent.source))
+    return out
+
+
+def test_every_operator_has_a_prompt(ctx, parent):
+    assert set(OPERATORS) <= {k.split("_child")[0].replace("_torch", "") for k in requests(ctx.task, parent)}
+
+
+@pytest.mark.parametrize("kind", ["translate", "translate_torch", "optimize", "crossover", "repair", "meta",
+                                  "meta_child", "red_team", "verify_compile", "verify_memory", "verify_numerics"])
+def test_prompt_shows_task_signature_target_bench_sizes_and_rules(ctx, parent, kind):
+    text = all_prompts(ctx, parent)[kind]
+    assert c_prototype(ctx.task, "cuda") in text                       # the exact signature
+    assert H200 in text and "cudaStream_t stream" in text
+    assert "mean = sum(x[b, :]) / N" in text                           # the task's prompt.md
+    for c in ctx.shown():                                              # every bench configuration
+        assert c.shape_id in text and f"N={c.size_dict['N']}" in text
+    if not kind.startswith("verify"):
+        assert "// knob:" in text and "range(start, stop, *factor)" in text
+        assert "filled with NaN" in text and "unchanged" in text and "odd" in text and "workspace" in text
+        for name, _, reason in rules.RULES:                            # what the static rules refuse
+            assert f"- {name}: {reason}" in text
+    else:
+        assert '{"verdict": "pass" or "fail"' in text and "need not validate its arguments" in text
+
+
+@pytest.mark.parametrize("name", list_tasks())
+@pytest.mark.parametrize("target,shape_set", [("cuda", "bench"), ("cpu", "small")])
+def test_no_heldout_configuration_appears_in_any_prompt(name, target, shape_set):
+    """Held-out labels, and held-out sizes that no text written without them (our templates, the task's prompt.md,
+    the parent kernel) happens to contain, appear in no prompt — though the numbers and the feedback name them."""
+    task = load_task(name)
+    ctx = Context(task, target, H200 if target == "cuda" else "AMD EPYC, 2 cores", shape_set)
+    parent = Candidate(id="parent", source=task.seed_path(target).read_text())
+    shown = {v for c in ctx.shown() for _, v in c.sizes}
+    public = task.prompt() + parent.source + "".join(p.read_text() for p in template.PROMPTS.rglob("*.md"))
+    secret = {v for c in ctx.heldout() for _, v in c.sizes if v >= 100 and not re.search(rf"(?<!\d){v}(?!\d)",
+                                                                                          public)} - shown
+    labels = {c.shape_id for c in ctx.heldout()} | {",".join(f"{k}={v}" for k, v in c.sizes) for c in ctx.heldout()}
+    assert secret and labels
+    for kind, text in all_prompts(ctx, parent).items():
+        for label in labels:
+            assert label not in text, (kind, label)
+        for v in secret:
+            assert not re.search(rf"(?<![\w.]){v}(?![\w.])", text), (kind, v)
+
+
+def test_optimize_shows_shown_numbers_and_redacted_feedback(ctx, parent, task):
+    r = requests(task, parent)["optimize"]
+    text = messages(ctx, r)[1]["content"]
+    assert "| B=8,(64,256,256)/tiny/s0 | ok |" in text                # per-configuration numbers
+    assert "kernel ms | eager ms | compile ms | speedup | of memory floor" in text
+    assert "a held-out configuration" in text                          # the failure, redacted
+    rows = [line for line in text.splitlines() if re.match(r"\| \S+/\w+/s\d+ \|", line)]
+    assert len(rows) == len(ctx.shown()) and "| a held-out configuration |" not in text   # only shown rows
+    assert "dram 61%" in text and "vector loads" in text and "### Kernel 1" in text
+    assert "<<<<<<< SEARCH" in text                                    # edit blocks are allowed here
+
+
+def test_meta_child_prompt_is_the_strategy_without_other_strategies(ctx, parent, task):
+    text = messages(ctx, requests(task, parent)["meta_child"])[1]["content"]
+    assert "**split rows**: cut each row into tiles" in text
+    assert "Strategies that worked" not in text and "Other kernels" not in text
+
+
+def test_translate_needs_no_parent_and_shows_the_reference(ctx):
+    text = messages(ctx, Request("translate"))[1]["content"]
+    assert "def reference(x, weight, bias, *, B, N, eps)" in text and "<<<<<<< SEARCH" not in text
+
+
+def test_cpu_prompt_names_g_plus_plus_and_no_stream(task):
+    ctx = Context(task, "cpu", "AMD EPYC 9654, 2 cores", "small")
+    text = messages(ctx, Request("translate"))[0]["content"]
+    assert "g++ -O3 -march=native -fopenmp" in text and "cudaStream_t" not in text
+    assert "inline-assembly" in text and "cuda_runtime.h" not in text
+
+
+def test_requests_are_checked():
+    with pytest.raises(ValueError, match="expected one of"):
+        Request("summon")
+    with pytest.raises(ValueError, match="needs a proposal"):
+        Request("optimize")
+    with pytest.raises(ValueError, match="second parent"):
+        Request("crossover", Proposal(0, Candidate(id="p", source="x"), "crossover"))
+
+
+def test_redact_rewrites_heldout_mentions_only(ctx):
+    held = ctx.heldout()[-1]
+    text = (f"{held.id}: output out: 7 of 300009 elements outside tolerance; worst at (2, 100002)\n"
+            f"compile error at line 1000: expected ';'")
+    out = facts.redact(ctx, text)
+    assert held.shape_id not in out and "300009" not in out and "100002" not in out and "(…)" in out
+    assert out.splitlines()[1] == "compile error at line 1000: expected ';'"   # other lines verbatim
+
+
+def test_template_renderer_is_strict_and_does_not_expand_values():
+    assert template.render("parts/feedback", feedback="{{feedback}}").count("{{feedback}}") == 1
+    with pytest.raises(KeyError, match="missing values"):
+        template.render("parts/feedback")
+    with pytest.raises(KeyError, match="unused values"):
+        template.render("parts/feedback", feedback="x", extra="y")
+    with pytest.raises(KeyError, match="no prompt template"):
+        template.render("nonexistent")
+
+
+def test_every_template_file_is_used(ctx, parent, task, monkeypatch):
+    used = set()
+    real = template.render
+
+    def spy(name, /, **values):
+        used.add(name)
+        return real(name, **values)
+    monkeypatch.setattr("kevolve.operators.compose.render", spy)
+    monkeypatch.setattr("kevolve.operators.verifiers.render", spy)
+    all_prompts(ctx, parent)
+    files = {str(p.relative_to(template.PROMPTS).with_suffix("")) for p in template.PROMPTS.rglob("*.md")}
+    assert files == used
