@@ -22,15 +22,27 @@ TASK = Path(__file__).resolve().parents[1] / "search_task"
 TARGETS = ("ray::Evaluator", "ray::Verifier", "ray::Mutator", "ray::build_task", "kevolve.judge.worker")
 
 
-def _processes() -> dict[int, str]:
-    out = {}
+def _descendants(root: int) -> dict[int, str]:
+    """This test's processes only (Ray's raylet and workers, and their workers, descend from it): pid -> command
+    line. Other programs on the machine, other test runs' workers included, are never touched."""
+    procs: dict[int, tuple[int, str]] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
-                out[int(d)] = open(f"/proc/{d}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
+                stat = open(f"/proc/{d}/stat").read()
+                ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+                cmd = open(f"/proc/{d}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+                procs[int(d)] = (ppid, cmd)
+            except (OSError, ValueError, IndexError):
                 continue
-    return out
+    found, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in procs.items():
+            if pid not in found and ppid in found:
+                found.add(pid)
+                grew = True
+    return {pid: procs[pid][1] for pid in found - {root}}
 
 
 class FaultInjector(threading.Thread):
@@ -47,9 +59,9 @@ class FaultInjector(threading.Thread):
             return
         while len(self.killed) < self.kills and not self.done.wait(self.rng.uniform(1.0, 3.0)):
             by_kind: dict[str, list[int]] = {}
-            for pid, cmd in _processes().items():
+            for pid, cmd in _descendants(os.getpid()).items():
                 kind = next((t for t in TARGETS if t in cmd), None)
-                if kind and pid != os.getpid():
+                if kind:
                     by_kind.setdefault(kind, []).append(pid)
             if by_kind:                            # a kind first, so the rarer ones are hit too
                 kind = self.rng.choice(sorted(by_kind))
