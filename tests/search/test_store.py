@@ -46,7 +46,7 @@ def test_create_writes_meta_and_refuses_an_existing_run(tmp_path):
     Store.create(tmp_path, {"task": "layernorm_fwd", "config": {"islands": 2}}).close()
     with Store.open(tmp_path) as s:
         meta = s.meta()
-    assert meta["task"] == "layernorm_fwd" and meta["config"] == {"islands": 2} and meta["schema"] == 1
+    assert meta["task"] == "layernorm_fwd" and meta["config"] == {"islands": 2} and meta["schema"] == SCHEMA_VERSION
     with pytest.raises(StoreError, match="already exists"):
         Store.create(tmp_path, {})
 
