@@ -182,3 +182,23 @@ def _cpu_name() -> str:
         pass
     import platform
     return f"{name or platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def start_llm_actors(plan, run_dir: Path):
+    """The Mutator and the Verifier of a run: threaded (`plan.llm_calls` calls at once), placed on the driver's
+    node (they read the API key from its environment). Raises ConfigError, having freed them, when they cannot
+    use the LLM (a key missing in that environment, named)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from kevolve.config import ConfigError
+    setup = (LLMSetup(plan.llm, str(run_dir), plan.task, plan.target, plan.device, plan.shapes)
+             if plan.llm is not None else None)
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    options = dict(max_concurrency=max(1, plan.llm_calls), scheduling_strategy=here)
+    mutator = Mutator.options(**options).remote(setup)
+    verifier = Verifier.options(**options).remote(setup, tuple(plan.verifiers.checks))
+    errors = [e for e in ray.get([mutator.ready.remote(), verifier.ready.remote()]) if e]
+    if errors:
+        ray.kill(mutator)
+        ray.kill(verifier)
+        raise ConfigError(f"{errors[0]} (in the environment of the Ray node that runs the driver)")
+    return mutator, verifier

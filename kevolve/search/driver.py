@@ -43,7 +43,7 @@ from kevolve.judge.results import Evaluation
 from kevolve.judge.rules import Verdict
 from kevolve.messages import Best, Candidate, Mutation, Outcome, Proposal, RunSummary, Status
 from kevolve.operators.choice import reward
-from kevolve.search import actors, requests
+from kevolve.search import actors, requests, suspects
 from kevolve.search.learning import Learning, strategy_of
 from kevolve.search.plan import ABI, Plan, resolve
 from kevolve.search.population import Population, red_team
@@ -160,7 +160,7 @@ class Driver:
                            .remote(plan.task, plan.options, plan.reference_bytes, plan.baseline_refresh_s,
                                    plan.cache_dir) for _ in range(plan.evaluators)]
         self.plan = plan = plan.with_device(ray.get(self.evaluators[0].info.remote()))
-        self._start_llm_actors(plan, run_dir)
+        self.mutator, self.verifier = actors.start_llm_actors(plan, run_dir)   # ConfigError: no key there
         self.recorded = Recorded(plan.llm.replay) if plan.llm is not None and plan.llm.replay else None
         if self.recorded is not None:                   # replay takes the recorded run's steps, all of them
             self.plan = plan = replace(plan, candidates=len(self.recorded))
@@ -187,22 +187,6 @@ class Driver:
         self.best_evaluation: Evaluation | None = None
         self.confirmed: Candidate | None = None   # the best, judged again with baselines interleaved
         self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
-
-    def _start_llm_actors(self, plan: Plan, run_dir: Path) -> None:
-        """The Mutator and the Verifier: threaded, on this node (they read the API key from its environment).
-        Stops the run (ConfigError) if they cannot use the LLM."""
-        setup = (actors.LLMSetup(plan.llm, str(run_dir), plan.task, plan.target, plan.device, plan.shapes)
-                 if plan.llm is not None else None)
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        threads = max(1, plan.llm_calls)
-        self.mutator = actors.Mutator.options(max_concurrency=threads, scheduling_strategy=here).remote(setup)
-        self.verifier = (actors.Verifier.options(max_concurrency=threads, scheduling_strategy=here)
-                         .remote(setup, tuple(plan.verifiers.checks)))
-        errors = [e for e in ray.get([self.mutator.ready.remote(), self.verifier.ready.remote()]) if e]
-        if errors:
-            self.release_actors()
-            raise ConfigError(f"{errors[0]} (in the environment of the Ray node that runs the driver)")
 
     # ------------------------------------------------------------------ start
     def restore(self, resumed: bool) -> None:
@@ -480,8 +464,10 @@ class Driver:
         self.store.record_evaluation(c.id, ev, ev.eval_seconds)
         self.verification.judged(job.screening, ev.compiled, ev.correct, ev.failure)
         member = self._finish(c, Outcome(ev.fitness, ev.correct, ev.compiled, ev.failure or ""))
-        if ev.correct and red_team(c):
-            self._suspect(c, ev)
+        if ev.correct and red_team(c):       # never ranked: saved for a regression test, reported
+            folder = suspects.save(self.run_dir, c, ev, SUFFIX[self.plan.target])
+            self.suspects.append(c.id)
+            self.store.log_event("suspected_judge_bug", {"id": c.id, "speedup": ev.speedup, "dir": str(folder)})
         elif ev.correct:
             self.correct += 1
             if self.population.best() is member:
@@ -503,18 +489,6 @@ class Driver:
         self.tracker.candidate({"id": c.id, "operator": c.operator, "fitness": outcome.fitness,
                                 "correct": outcome.correct, "parents": list(c.parents)})
         return member
-
-    def _suspect(self, c: Candidate, ev: Evaluation) -> None:
-        """A red-team kernel the judge accepted: saved with its verdict for a regression test, never ranked."""
-        folder = self.run_dir / "suspected_judge_bugs"
-        folder.mkdir(exist_ok=True)
-        (folder / f"{c.id}{SUFFIX[self.plan.target]}").write_text(c.source)
-        (folder / f"{c.id}.json").write_text(json.dumps({"candidate": {**c.to_dict(), "source": None},
-                                                         "evaluation": json.loads(ev.to_json())}, indent=1))
-        self.suspects.append(c.id)
-        self.store.log_event("suspected_judge_bug", {"id": c.id, "speedup": ev.speedup, "dir": str(folder)})
-        print(f"\nwarning: red-team candidate {c.id} was accepted by the judge: a suspected judge bug, saved in "
-              f"{folder}", file=sys.stderr)
 
     def _on_error(self, job: Job, error: Exception) -> None:
         """An actor or task failed (not the candidate: the judge turns those into verdicts). A call lost with
