@@ -33,7 +33,10 @@ class TaskConfig:
     shapes: Optional[str] = None         # shape set; None: bench on cuda, small on cpu
 
 
-OPERATORS = ("knob", "translate", "optimize", "crossover", "repair", "meta")
+OPERATORS = ("knob", "translate", "optimize", "crossover", "repair", "meta", "red_team")
+LLM_OPERATORS = OPERATORS[1:]
+CHOICES = ("weights", "ucb1", "thompson")
+VERIFIERS = ("compile", "memory", "numerics")
 
 
 @dataclass
@@ -49,7 +52,9 @@ class PopulationConfig:
     usage_penalty:      a member's fitness is divided by (1 + usage_penalty × uses) in the tournament, uses
                         = children added + selections whose child has not arrived (≥ 0; 0 = pure fitness).
     founders:           operators whose candidates found a new family instead of joining their parent's.
-    operators:          operator -> weight: how often each is proposed (knob needs no LLM).
+    operators:          operator -> weight: how often each is proposed (knob needs no LLM; translate, optimize,
+                        crossover, repair, meta and red_team need an llm=...; red_team is off unless weighted:
+                        its accepted children are reported as suspected judge bugs, never as kernels).
     inspiration_rate:   the probability that a proposal carries inspirations from the archive (0–1).
     inspirations:       how many it carries then (≥ 1).
     """
@@ -82,12 +87,46 @@ class PopulationConfig:
 
 
 @dataclass
+class VerifiersConfig:
+    """LLM verifiers (`search.verifiers`; kevolve.operators.verifiers and .screening): they read a candidate that
+    passed the static rules and predict, without compiling it, whether it fails a check.
+
+    checks:         which verifiers run: any of compile, memory, numerics ([] = none; each is one LLM call per
+                    candidate).
+    mode:           shadow (record verdicts, build and judge everything) | filter (drop rejected candidates).
+    aggregation:    any | majority | all: how the verdicts of the verifiers that may reject combine.
+    audit_share:    filter mode: this fraction of rejected candidates is built and judged anyway (0–1), so false
+                    rejects are measured.
+    precision_bar:  a verifier may reject only once its precision on this run reaches this (0–1) …
+    min_samples:    … over at least this many judged fail verdicts; until then its verdict only orders the
+                    build queue.
+    """
+    checks: list[str] = field(default_factory=list)
+    mode: str = "shadow"
+    aggregation: str = "any"
+    audit_share: float = 0.1
+    precision_bar: float = 0.9
+    min_samples: int = 20
+
+
+@dataclass
 class SearchConfig:
     seed: int = 0                        # seeds every random choice of the search
     candidates: int = 32                 # budget: candidates evaluated (seeds included)
     wall_time_s: float = 480.0           # budget: seconds of wall time, then the run stops cleanly
     dollars: Optional[float] = None      # budget: LLM spend in USD (None: no limit)
     population: PopulationConfig = field(default_factory=PopulationConfig)   # islands, archive, selection, operators
+    choice: str = "weights"              # operator × model choice: weights (search.population.operators × the
+                                         # llm.models weights) | ucb1 | thompson (bandits rewarded by the child's
+                                         # fitness over its parent's; a weight of 0 switches an arm off)
+    llm_calls: Optional[int] = None      # LLM proposals in flight at most; None: 15 per evaluator, at most
+                                         # llm.concurrency × endpoints. Keep every evaluator fed: ≈ evaluators ×
+                                         # LLM latency / judgement time (60 s replies, 4 s judgements: 15 each)
+    translations: int = 2                # with an LLM and translate weighted: first kernels written from the torch
+                                         # reference at start (founders without parents; the task's seeds stay)
+    meta_children: int = 4               # meta-generation: strategies asked for, one child each
+    strategies_shown: int = 3            # the best strategies so far shown in optimize and meta prompts
+    verifiers: VerifiersConfig = field(default_factory=VerifiersConfig)     # LLM verifiers before any build
     knob_changes: int = 2                # knob operator: at most this many knobs changed per child
     in_flight: Optional[int] = None      # candidates between mutation and verdict; None: 4 per evaluator
     timeout_s: float = 60.0              # per call that runs candidate code
@@ -190,7 +229,20 @@ def validate(c: Config) -> None:
         validate_llm(c.llm)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    need(not llm_ops, "search.population.operators", llm_ops,
-         "only `knob` in this version: the LLM operators (translate, optimize, crossover, repair, meta) are not "
-         "wired into the search yet; `llm=...` configures the provider layer (kevolve/llm) only")
+    need(s.choice in CHOICES, "search.choice", s.choice, " | ".join(CHOICES))
+    need(s.llm_calls is None or s.llm_calls >= 1, "search.llm_calls", s.llm_calls, "null or an integer >= 1")
+    for key in ("translations", "meta_children", "strategies_shown"):
+        need(getattr(s, key) >= (0 if key != "meta_children" else 1), f"search.{key}", getattr(s, key),
+             "an integer >= 0" if key != "meta_children" else "an integer >= 1")
+    v = s.verifiers
+    need(set(v.checks) <= set(VERIFIERS) and len(set(v.checks)) == len(v.checks), "search.verifiers.checks",
+         list(v.checks), f"distinct names among {list(VERIFIERS)}")
+    need(not (v.checks and c.llm.provider == "none"), "search.verifiers.checks", list(v.checks),
+         "[] when llm.provider is none (LLM verifiers need an llm=...)")
+    need(v.mode in ("filter", "shadow"), "search.verifiers.mode", v.mode, "filter or shadow")
+    need(v.aggregation in ("any", "majority", "all"), "search.verifiers.aggregation", v.aggregation,
+         "any, majority or all")
+    for key in ("audit_share", "precision_bar"):
+        need(0 <= getattr(v, key) <= 1, f"search.verifiers.{key}", getattr(v, key), "a number in [0, 1]")
+    need(v.min_samples >= 0, "search.verifiers.min_samples", v.min_samples, "an integer >= 0")
     need(c.logger.kind == "none", "logger.kind", c.logger.kind, "none (W&B tracking is not part of this version)")

@@ -121,11 +121,19 @@ class Outcome:
 @dataclass(frozen=True)
 class Proposal:
     """What the population asks for next: apply `operator` to `parent` (with `inspirations` from the
-    archive, best first) and put the child on `island`."""
+    archive, best first) and put the child on `island`. `model` is the LLM a bandit chose (None: the LLM layer
+    draws one by the configured weights; always None for knob mutation). `parent` is None only for operators
+    that write from scratch (translate, red_team)."""
     island: int
-    parent: Candidate
+    parent: Candidate | None
     operator: str
     inspirations: tuple[Candidate, ...] = ()
+    model: str | None = None
+
+    @property
+    def arm(self) -> str:
+        """The choice policy's arm key (kevolve.operators.choice.Arm.key): operator, or operator@model."""
+        return f"{self.operator}@{self.model}" if self.model else self.operator
 
 
 @dataclass(frozen=True)
@@ -172,9 +180,15 @@ class RunSummary:
     stage_seconds: dict[str, float]
     judge_phases: dict[str, float]
     best: Best | None
+    spend_usd: float = 0.0           # LLM spend: every operator and verifier call (cached replies cost 0)
+    llm_calls: int = 0               # LLM calls made (operators and verifiers; cached ones included)
+    verifiers: dict[str, dict] = field(default_factory=dict)   # per LLM verifier: precision, recall, accuracy…
+    gpu_seconds_saved: float = 0.0   # rejections dropped before building × mean judgement seconds
+    suspected_judge_bugs: tuple[str, ...] = ()   # red-team candidates the judge accepted (saved under the run dir)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["suspected_judge_bugs"] = list(d["suspected_judge_bugs"])
         if d["best"] is not None:
             d["best"]["not_confirmed"] = list(d["best"]["not_confirmed"])
             if not d["best"]["not_confirmed"]:

@@ -89,7 +89,7 @@ def test_task_name_may_be_a_folder_path():
     ("search.dollars=-1", "search.dollars"),
     ("resources.target=tpu", "resources.target"),
     ("resources.evaluators=0", "resources.evaluators"),
-    ("+search.population.operators.optimize=1", "search.population.operators"),          # an LLM operator without an LLM
+    ("search.population.operators.optimize=1", "search.population.operators"),          # an LLM operator without an LLM
     ("++search.population.operators={optimize:1}", "search.population.operators"),
     ("+search.population.operators.bogus=1", "search.population.operators"),
     ("search.population.operators.knob=-1", "search.population.operators"),
@@ -161,3 +161,18 @@ def test_cli_run_dir_that_cannot_be_written_exits_2_saying_so(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "cannot create the run's database" in proc.stderr and "run_dir=" in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_llm_operators_and_verifiers_need_an_llm_and_are_accepted_with_one():
+    with pytest.raises(ConfigError, match="search.population.operators"):
+        load("search.population.operators.optimize=1")
+    with pytest.raises(ConfigError, match="search.verifiers.checks"):
+        load("search.verifiers.checks=[memory]")
+    c = load("llm=openai", "search.population.operators.optimize=3", "search.population.operators.red_team=1",
+             "search.verifiers.checks=[compile,memory]", "search.verifiers.mode=filter", "search.choice=thompson")
+    assert c.search.population.operators["red_team"] == 1 and c.search.verifiers.mode == "filter"
+    for bad, field in (("search.choice=greedy", "search.choice"), ("search.verifiers.mode=drop", "search.verifiers.mode"),
+                       ("search.verifiers.checks=[speed]", "search.verifiers.checks"),
+                       ("search.verifiers.audit_share=2", "search.verifiers.audit_share")):
+        with pytest.raises(ConfigError, match=field):
+            load("llm=openai", bad)

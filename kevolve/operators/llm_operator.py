@@ -6,7 +6,7 @@ the LLM (an `Ensemble` from `kevolve.llm.make_provider`, or a `Pool` around one)
 
 Mutation.meta records: `operator`, `form` (kernel | edits), `edits` (blocks applied), `strategy` / `idea` (a meta
 child), `second_parent` (crossover), `seed`, the reply's `tokens_in` / `tokens_out` / `finish_reason` /
-`cached`, `red_team: true` for red-team children, and `knob_error` when the child's knob lines are malformed
+`cached`, `call` (the response-cache key, for replay), `red_team: true` for red-team children, and `knob_error` when the child's knob lines are malformed
 (the kernel is kept; knob mutation will refuse it with that reason). Mutation.model and .cost_usd come from the
 Reply.
 
@@ -25,8 +25,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from kevolve.llm.cache import cache_key
 from kevolve.llm.errors import LLMError
-from kevolve.llm.messages import Reply
+from kevolve.llm.messages import Reply, as_messages
 from kevolve.llm.pool import Pool
 from kevolve.messages import Mutation
 from kevolve.operators import knobs
@@ -82,6 +83,12 @@ def apply(ctx: Context, request: Request, reply: str | Reply) -> Mutation:
     return Mutation(parsed.source, meta, seconds, cost_usd=cost, model=model)
 
 
+def call_key(msgs: list[dict[str, str]], reply: Reply, seed: int) -> str:
+    """The response-cache key of the call that gave `reply` (kevolve.llm.cache.cache_key): a recorded run's
+    children are replayed by it (llm.replay)."""
+    return cache_key(reply.provider, reply.model, as_messages(msgs), reply.params, seed)
+
+
 class LLMOperator:
     """Makes the calls. `llm`: an Ensemble (kevolve.llm.make_provider) or a Pool (its provider is used; calls run
     on this operator's own threads, `workers` of them, default the provider's concurrency)."""
@@ -110,12 +117,13 @@ class LLMOperator:
         if request.operator == "meta" and request.strategy is None:
             raise ValueError("a meta request without a strategy makes strategies, not a child: call meta()")
         start = time.perf_counter()
+        msgs = messages(self.ctx, request)
         try:
-            reply = self.call(messages(self.ctx, request), seed, model)
+            reply = self.call(msgs, seed, model)
         except LLMError as e:
             return self._failed(request, seed, start, e)
         m = apply(self.ctx, request, reply)
-        return replace(m, meta={**m.meta, "seed": seed})
+        return replace(m, meta={**m.meta, "seed": seed, "call": call_key(msgs, reply, seed)})
 
     def strategies(self, request: Request, seed: int, model: str | None = None
                    ) -> tuple[list[Strategy], Mutation | None, Reply | None]:

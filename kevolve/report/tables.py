@@ -85,6 +85,19 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
               f"{summary.candidates_per_minute:.1f}/min, evaluators busy {100 * summary.evaluator_busy:.0f}%; "
               f"stopped: {summary.stopped}",
               f"run dir: {summary.run_dir}"]
+    if summary.llm_calls or summary.spend_usd:
+        lines.append(f"LLM: {summary.llm_calls} calls, ${summary.spend_usd:.4f} spent")
+    if summary.verifiers:
+        rows = [[name, _pct(v["precision"]), _pct(v["recall"]), _pct(v["accuracy"]), str(v["samples"]),
+                 str(v["rejections"]), str(v["no_verdict"]), "yes" if v["earned"] else "no"]
+                for name, v in summary.verifiers.items()]
+        lines += ["LLM verifiers against the judge (a positive is a fail verdict):",
+                  table(rows, ["verifier", "precision", "recall", "accuracy", "judged", "said fail", "no verdict",
+                               "may reject"]),
+                  f"GPU-seconds saved by rejections not built: {summary.gpu_seconds_saved:.0f}"]
+    if summary.suspected_judge_bugs:
+        lines.append(f"SUSPECTED JUDGE BUGS: red-team kernels the judge accepted: "
+                     f"{', '.join(summary.suspected_judge_bugs)} (saved in {summary.run_dir}/suspected_judge_bugs/)")
     if best:
         lines.append(f"best kernel: {best.kernel}")
     return "\n".join(lines)

@@ -1,8 +1,13 @@
 """Ray at the edge: thin actor and task wrappers over the pure core. Nothing here decides anything.
 
-- `Mutator`     — runs an operator on a `Proposal` → a `Mutation` (knob mutation here; LLM operators plug in
-                  the same way).
-- `Verifier`    — the static rules (`kevolve.judge.rules`) → a `Verdict`.
+- `Mutator`     — runs an operator on a `Proposal` → `Mutation`s: knob mutation (local, cheap), or, with an LLM
+                  configured, an `LLMOperator` on a `Request` (one child; meta-generation's several). It holds
+                  the provider (`kevolve.llm.make_provider`, reading the key from its own environment) and runs
+                  as a threaded actor (`max_concurrency` = `plan.llm_calls`), so that many LLM calls wait on the
+                  network at once while knob mutation answers at once.
+- `Verifier`    — the static rules (`kevolve.judge.rules`) → a `Verdict`, then, for a candidate that passed them
+                  and only when `search.verifiers.checks` names some, the LLM verifiers (in parallel) →
+                  `LLMVerdict`s. Threaded like the Mutator.
 - `build_task`  — a Ray task on any CPU with two results, the `Build` and the library's bytes: the driver
                   waits on the first and hands the second, unopened, to an evaluator, so the bytes go from
                   builder to evaluator through the object store (builders and evaluators may sit on
@@ -13,7 +18,9 @@
 Every actor is restarted by Ray when its process dies (`max_restarts=-1`) and a build is retried when its
 process dies; the driver re-sends the call that was lost, a bounded number of times
 (`driver.ACTOR_RETRIES`), then gives that candidate a `failed` verdict. The driver routes all work;
-actors never call each other.
+actors never call each other. API keys: the two LLM actors read them from their process environment (a local
+Ray's workers inherit the driver's; on a cluster, the environment of the node they are placed on — the driver
+places them on its own node); a key never crosses Ray (a `Secret` refuses to be pickled).
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ import dataclasses
 import os
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import ray
@@ -31,27 +39,100 @@ from kevolve.judge.harness import judge
 from kevolve.judge.options import Options
 from kevolve.judge.results import Evaluation
 from kevolve.judge.reuse import Reuse
+from kevolve.llm import LLMConfig, LLMConfigError, make_provider
+from kevolve.llm.cache import Cache
 from kevolve.messages import Mutation, Proposal
 from kevolve.operators import knob
+from kevolve.operators.compose import Request
+from kevolve.operators.context import Context
+from kevolve.operators.llm_operator import LLMOperator, apply
+from kevolve.operators.verifiers import LLMVerdict, LLMVerifier
 from kevolve.task.spec import load_task
+
+
+@dataclasses.dataclass(frozen=True)
+class LLMSetup:
+    """What an LLM actor needs to make its provider and its prompts' Context (no key: it reads its own)."""
+    llm: LLMConfig
+    run_dir: str
+    task: str                    # Task.ref
+    target: str
+    device: str
+    shapes: str
+
+    def make(self):
+        """(the provider, the Context), or raises LLMConfigError naming what to set."""
+        ctx = Context(load_task(self.task), self.target, self.device, self.shapes)
+        return make_provider(self.llm, run_dir=self.run_dir), ctx
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class Mutator:
-    """Applies an operator to a proposal. Knob mutation needs no LLM and no network."""
+    """Applies an operator to a proposal. Knob mutation needs no LLM and no network; LLM operators need `setup`."""
+
+    def __init__(self, setup: LLMSetup | None = None):
+        self.operator, self.error, self.replay = None, None, None
+        if setup is not None:
+            try:
+                llm, ctx = setup.make()
+                self.operator = LLMOperator(llm, ctx)
+                self.replay = Cache.in_run(setup.llm.replay, readonly=True) if setup.llm.replay else None
+            except LLMConfigError as e:          # reported by ready(): the driver stops the run at start
+                self.error = str(e)
+
+    def ready(self) -> str | None:
+        """None, or why the LLM cannot be used (a missing key, named)."""
+        return self.error
 
     def mutate(self, proposal: Proposal, seed: int, knob_changes: int) -> Mutation:
-        if proposal.operator != "knob":                # the configuration admits only knob without an LLM
+        if proposal.operator != "knob":
             return Mutation(None, failure=f"operator {proposal.operator!r} needs an LLM (configure llm=...)")
         return knob.mutate(proposal, random.Random(seed), knob_changes)
+
+    def write(self, request: Request, seed: int, model: str | None = None) -> list[Mutation]:
+        """An LLM operator's children: one, or one per strategy for meta-generation."""
+        if self.operator is None:
+            return [Mutation(None, failure=f"operator {request.operator!r} needs an LLM (configure llm=...)")]
+        if request.operator == "meta" and request.strategy is None:
+            return self.operator.meta(request, seed, model)
+        return [self.operator.run(request, seed, model)]
+
+    def recorded(self, request: Request, key: str) -> Mutation:
+        """Replay: the child the recorded reply under `key` (a response-cache key) makes of `request`."""
+        reply = self.replay.get(key) if self.replay is not None else None
+        if reply is None:
+            return Mutation(None, failure=f"{request.operator}: replay: no reply {key[:12]} in the recorded run")
+        return apply(self.operator.ctx, request, reply)
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class Verifier:
-    def check(self, source: str, target: str, abi: str) -> rules.Verdict:
+    """Static rules, then the configured LLM verifiers (each its own call, all at once)."""
+
+    def __init__(self, setup: LLMSetup | None = None, checks: tuple[str, ...] = ()):
+        self.checks, self.llm, self.error = tuple(checks), None, None
+        if setup is not None and self.checks:
+            try:
+                llm, ctx = setup.make()
+                self.llm = LLMVerifier(llm, ctx)
+                self.pool = ThreadPoolExecutor(max(1, getattr(llm, "slots", 1)), thread_name_prefix="kevolve-verify")
+            except LLMConfigError as e:
+                self.error = str(e)
+
+    def ready(self) -> str | None:
+        return self.error
+
+    def check(self, source: str, target: str, abi: str, seeds: dict[str, int] | None = None
+              ) -> tuple[rules.Verdict, tuple[LLMVerdict, ...]]:
+        """The static rules' verdict; and, when it passed, one LLMVerdict per configured verifier (seeded by
+        `seeds[name]`) — `Verdict.seconds` is the rules' time, the LLM verdicts' time is the call's."""
         start = time.perf_counter()
-        verdict = rules.check(source, target, abi)
-        return dataclasses.replace(verdict, seconds=time.perf_counter() - start)
+        verdict = dataclasses.replace(rules.check(source, target, abi), seconds=time.perf_counter() - start)
+        if not verdict.ok or self.llm is None:
+            return verdict, ()
+        seeds = seeds or {}
+        futures = [self.pool.submit(self.llm.verify, name, source, seeds.get(name, 0)) for name in self.checks]
+        return verdict, tuple(f.result() for f in futures)
 
 
 @ray.remote(num_cpus=1, max_retries=2, num_returns=2)     # retried when its process dies, not for errors
@@ -77,7 +158,7 @@ class Evaluator:
             return {"device": torch.cuda.get_device_name(), "node": ray.util.get_node_ip_address(),
                     "arch": os.environ.get("KEVOLVE_CUDA_ARCH") or builder.arch_name(*torch.cuda.get_device_capability()),
                     "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
-        return {"device": "cpu", "arch": None, "node": ray.util.get_node_ip_address()}
+        return {"device": "cpu", "arch": None, "node": ray.util.get_node_ip_address(), "cpu": _cpu_name()}
 
     def evaluate(self, key: str, lib: bytes, module: str | None, fresh_baselines: bool = False) -> Evaluation:
         """`lib` arrives as an object reference from `build_task`, resolved by Ray in this process.
@@ -87,3 +168,37 @@ class Evaluator:
         ev = judge(self.task, str(path), self.options, module=module, reuse=self.reuse,
                    fresh_baselines=fresh_baselines)
         return dataclasses.replace(ev, eval_seconds=time.perf_counter() - start)
+
+
+def _cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), with its core count."""
+    name = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import platform
+    return f"{name or platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def start_llm_actors(plan, run_dir: Path):
+    """The Mutator and the Verifier of a run: threaded (`plan.llm_calls` calls at once), placed on the driver's
+    node (they read the API key from its environment). Raises ConfigError, having freed them, when they cannot
+    use the LLM (a key missing in that environment, named)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from kevolve.config import ConfigError
+    setup = (LLMSetup(plan.llm, str(run_dir), plan.task, plan.target, plan.device, plan.shapes)
+             if plan.llm is not None else None)
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    options = dict(max_concurrency=max(1, plan.llm_calls), scheduling_strategy=here)
+    mutator = Mutator.options(**options).remote(setup)
+    verifier = Verifier.options(**options).remote(setup, tuple(plan.verifiers.checks))
+    errors = [e for e in ray.get([mutator.ready.remote(), verifier.ready.remote()]) if e]
+    if errors:
+        ray.kill(mutator)
+        ray.kill(verifier)
+        raise ConfigError(f"{errors[0]} (in the environment of the Ray node that runs the driver)")
+    return mutator, verifier

@@ -4,9 +4,17 @@ Reads top to bottom: resolve the plan, open (or resume) the store, start the act
 then keep the pipeline full — propose → mutate → verify → build → evaluate — with at most `plan.in_flight`
 candidates between proposal and verdict and `plan.builders` builds at once, `ray.wait` on whatever finishes
 first, and every verdict written to the store the moment it arrives. The driver routes and records; the
-population chooses (`Population.propose`), operators write, the judge decides. Budgets (candidates, wall
-time, dollars) stop new proposals; Ctrl-C or the deadline cancels what is in flight, which stays
-unfinished in the store and is re-queued by `resume=RUN_DIR`.
+population chooses (`Population.propose`, with the choice policy of `learning`), operators write, the judge
+decides. Budgets (candidates, wall time, dollars) stop new proposals; Ctrl-C or the deadline cancels what is in
+flight, which stays unfinished in the store and is re-queued by `resume=RUN_DIR`; the dollar budget lets the
+calls in flight finish (`spend` counts them before they are made).
+
+With an LLM (`llm=openai|gemini|local`): a proposal for an LLM operator becomes a `Request` filled from the
+store (`requests`) and goes to the threaded Mutator, which may answer with several children (meta-generation);
+translate founders are written at start; the Verifier asks the LLM verifiers after the static rules, and their
+decision (`verification`) drops a candidate or orders the build queue; each judged child's reward goes to the
+choice policy and the strategy board (`learning`); an accepted red-team child is saved as a suspected judge bug
+(`suspected_judge_bugs/`), never ranked. `llm.replay=RUN_DIR` replays a recorded run's steps (`recorded`).
 
 Guarantees: an evaluated candidate is never evaluated again on resume and never lost (the store commits
 each verdict before anything else happens); duplicates (after comment/whitespace normalisation) are
@@ -16,26 +24,33 @@ Not guaranteed: identical results on resume (random choices continue from a new 
 """
 from __future__ import annotations
 
+import bisect
 import enum
 import json
 import random
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import ray
 
 from kevolve.config import Config, ConfigError, ResourcesConfig
+from kevolve.llm import LLMConfig, LLMConfigError, make_provider
 from kevolve.judge.build import SUFFIX, Build
 from kevolve.judge.results import Evaluation
 from kevolve.judge.rules import Verdict
 from kevolve.messages import Best, Candidate, Mutation, Outcome, Proposal, RunSummary, Status
-from kevolve.search import actors
+from kevolve.operators.choice import reward
+from kevolve.search import actors, requests, suspects
+from kevolve.search.learning import Learning, strategy_of
 from kevolve.search.plan import ABI, Plan, resolve
-from kevolve.search.population import Population
+from kevolve.search.population import Population, red_team
+from kevolve.search.recorded import Recorded
+from kevolve.search.spend import Spend, prior_per_call
 from kevolve.search.store import Store
+from kevolve.search.verification import Verification
 from kevolve.task.spec import Task, load_task
 from kevolve.tracking import make_tracker
 
@@ -63,6 +78,13 @@ class Job:
     evaluator: int | None = None
     retries: int = 0
     started: float = field(default_factory=time.perf_counter)
+    send: Callable[[], ray.ObjectRef] | None = None   # the mutation call (sent again if its actor died)
+    expect: int = 1                             # children the mutation may give (meta: one per strategy)
+    calls: int = 0                              # LLM calls in flight for this job (the dollar budget's estimate)
+    per_send: int = 0                           # LLM calls one sending of the mutation makes
+    priority: float = 0.0                       # the verifiers' build priority (lower builds first)
+    screening: dict | None = None               # the LLM verdicts and the decision
+    recorded: Candidate | None = None           # replay: the recorded child this mutation must give again
 
 
 def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> RunSummary:
@@ -71,10 +93,15 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> RunS
     `stream` replaces the operators with a fixed sequence of sources (no seeds, no mutation): the same
     pipeline judges exactly those candidates — what `experiments/bench_throughput.py` measures."""
     task = load_task(cfg.task.name)
+    _check_llm(cfg.llm)                                   # a missing key stops here, before Ray or a store
     _start_ray(cfg.resources)
     plan = resolve(cfg, task, ray.cluster_resources())
     store, resumed = _open_store(cfg, run_dir, task)      # only once the configuration is known to be good
-    driver = Driver(plan, task, store, run_dir, stream)
+    try:
+        driver = Driver(plan, task, store, run_dir, stream)
+    except ConfigError:
+        store.close()
+        raise
     try:
         driver.restore(resumed)
         driver.loop()
@@ -85,7 +112,7 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> RunS
         driver.cancel_in_flight()
         driver.release_actors()
     summary = driver.summary()
-    store.log_event("finish", summary.as_dict())
+    store.log_event("finish", {**summary.as_dict(), "learning": driver.learning.state()})
     store.close()
     return summary
 
@@ -102,6 +129,14 @@ def _open_store(cfg: Config, run_dir: Path, task: Task) -> tuple[Store, bool]:
     from omegaconf import OmegaConf
     meta = {"task": task.name, "config": OmegaConf.to_container(OmegaConf.structured(cfg)), "started": time.time()}
     return Store.create(run_dir, meta), False
+
+
+def _check_llm(llm: LLMConfig) -> None:
+    """The LLM configuration can work: keys present (the variable named), replay directory readable."""
+    try:
+        make_provider(llm).close()
+    except LLMConfigError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _start_ray(r: ResourcesConfig) -> None:
@@ -124,8 +159,17 @@ class Driver:
         self.evaluators = [actors.Evaluator.options(**plan.evaluator_placement)
                            .remote(plan.task, plan.options, plan.reference_bytes, plan.baseline_refresh_s,
                                    plan.cache_dir) for _ in range(plan.evaluators)]
-        self.plan = plan.with_arch(ray.get(self.evaluators[0].info.remote()).get("arch"))
-        self.mutator, self.verifier = actors.Mutator.remote(), actors.Verifier.remote()
+        self.plan = plan = plan.with_device(ray.get(self.evaluators[0].info.remote()))
+        self.mutator, self.verifier = actors.start_llm_actors(plan, run_dir)   # ConfigError: no key there
+        self.recorded = Recorded(plan.llm.replay) if plan.llm is not None and plan.llm.replay else None
+        if self.recorded is not None:                   # replay takes the recorded run's steps, all of them
+            self.plan = plan = replace(plan, candidates=len(self.recorded))
+        self.learning = Learning.make(plan.population, plan.choice, plan.llm.models if plan.llm else [])
+        self.verification = Verification(plan.verifiers, plan.seed)
+        self.spend = Spend(plan.dollars, prior_per_call(plan.llm) if plan.llm else 0.0)
+        self.arm_of: dict[str, str] = {}            # candidate id -> the arm that made it (until it is judged)
+        self.suspects: list[str] = []               # accepted red-team candidates
+        self.evaluated = 0
         self.jobs: dict[ray.ObjectRef, Job] = {}   # waiting on Ray
         self.to_build: list[Job] = []               # verified, waiting for a builder
         self.queue: list[Job] = []                  # built, waiting for an evaluator
@@ -153,21 +197,38 @@ class Driver:
             self.finished = len(done)
             self.correct = sum(1 for r in done if r.correct)
             self.rng = random.Random(f"{self.plan.seed}/{self.finished}")
+            self.learning.restore(self.store)
+            self.verification.restore(done)
+            self.spend.spent = self.store.total_cost()
+            self.suspects = [r.candidate.id for r in done if red_team(r.candidate) and r.correct]
+            self.evaluated = sum(1 for r in done if r.status == "evaluated")
+            self.busy_seconds = sum(r.timings.get("evaluate", 0.0) for r in done)
             for r in self.store.unfinished():
                 self.population.reserve(r.candidate.source)
+                if r.arm:
+                    self.arm_of[r.candidate.id] = r.arm
                 self._verify(Job(Step.VERIFY, r.candidate))
             self.created = len(self.store.candidates())
+            if self.recorded is not None:
+                self.recorded.skip({r.candidate.id for r in self.store.candidates()})
             best = self.store.best(1)
             if best and best[0].evaluation:
                 self.best_evaluation = Evaluation.from_json(best[0].evaluation)
             return
         if self.stream is not None:
             return
-        for i, path in enumerate(self.task.seed_paths(self.plan.target, ABI)):
-            c = Candidate.new(path.read_text(), island=i % self.plan.population.islands, operator="seed",
-                              meta={"file": path.name})
+        if self.recorded is not None:
+            seeds = [replace(c, created=time.time()) for c in self.recorded.seeds()]
+        else:
+            seeds = [Candidate.new(path.read_text(), island=i % self.plan.population.islands, operator="seed",
+                                   meta={"file": path.name})
+                     for i, path in enumerate(self.task.seed_paths(self.plan.target, ABI))]
+        for c in seeds:
             if self.population.reserve(c.source):
                 self._add(c)
+        for i in range(self.plan.translations if self.recorded is None else 0):   # first kernels from torch
+            arm = self.learning.policy.choose(self.rng, allowed=["translate"])
+            self._submit(Proposal(i % self.plan.population.islands, None, "translate", (), arm.model))
 
     # ------------------------------------------------------------------ the loop
     def loop(self) -> None:
@@ -191,8 +252,8 @@ class Driver:
         if time.perf_counter() > self.deadline:
             self.stop(f"wall time ({self.plan.wall_time_s:.0f} s) reached")
             self.cancel_in_flight()
-        elif self.plan.dollars is not None and self.store.total_cost() >= self.plan.dollars:
-            self.stop(f"dollar budget ({self.plan.dollars}) reached")
+        elif self.spend.reached():
+            self.stop(f"dollar budget (${self.plan.dollars}) reached: ${self.spend.spent:.4f} spent")
 
     def stop(self, why: str) -> None:
         if not self.stopped:
@@ -207,13 +268,57 @@ class Driver:
             return False
         if self.stream is not None:
             return self._replay()
+        if self.recorded is not None:
+            return self._recorded_step()
         if not self.population.best() and self.finished < self.created:
             return False                         # wait for a first correct parent before mutating
-        proposal = self.population.propose(self.rng)
+        if self.plan.llm_operators and self._llm_jobs() >= self.plan.llm_calls:
+            return False                         # as many LLM calls in flight as configured
+        proposal = self.population.propose(self.rng, self.learning.policy)
         if proposal is None:
             return False
-        ref = self.mutator.mutate.remote(proposal, self.rng.getrandbits(63), self.plan.knob_changes)
-        self.jobs[ref] = Job(Step.MUTATE, proposal=proposal)
+        return self._submit(proposal)
+
+    def _llm_jobs(self) -> int:
+        return sum(1 for j in self.jobs.values() if j.step is Step.MUTATE and j.calls)
+
+    def _submit(self, proposal: Proposal) -> bool:
+        """Sends a proposal to the Mutator: knob mutation, or an LLM operator's Request filled from the store.
+        An LLM proposal the dollar budget has no room for (its calls, and its children's verifier calls, at
+        the estimate per call) stops the search instead."""
+        seed, job = self.rng.getrandbits(63), Job(Step.MUTATE, proposal=proposal)
+        if proposal.operator == "knob":
+            job.send = lambda: self.mutator.mutate.remote(proposal, seed, self.plan.knob_changes)
+        else:
+            job.expect = self.plan.meta_children if proposal.operator == "meta" else 1
+            job.calls = job.per_send = 1 + (job.expect if proposal.operator == "meta" else 0)
+            if not self.spend.room(job.calls + job.expect * len(self.plan.verifiers.checks)):
+                self.stop(f"dollar budget (${self.plan.dollars}) reached: ${self.spend.spent:.4f} spent, "
+                          f"${self.spend.estimate() - self.spend.spent:.4f} estimated for the calls in flight")
+                return False
+            request = requests.request(proposal, self.store, self.learning.board, self.plan.strategies_shown,
+                                       self.plan.meta_children)
+            job.send = lambda: self.mutator.write.remote(request, seed, proposal.model)
+            self.spend.start(job.calls)
+        self.jobs[job.send()] = job
+        self.proposing += job.expect
+        return True
+
+    def _recorded_step(self) -> bool:
+        """Replay: the recorded run's next candidate — a knob child as it was, an LLM child from its reply."""
+        r = self.recorded.next()
+        if r is None:
+            return False
+        c = replace(r.candidate, created=time.time())
+        made = self.recorded.request(c)
+        if made is None:
+            if self.population.reserve(c.source):
+                self._add(c, arm=r.arm)
+            return True
+        request, key = made
+        job = Job(Step.MUTATE, proposal=request.proposal, recorded=c)
+        job.send = lambda: self.mutator.recorded.remote(request, key)
+        self.jobs[job.send()] = job
         self.proposing += 1
         return True
 
@@ -233,41 +338,82 @@ class Driver:
         {Step.MUTATE: self._mutated, Step.VERIFY: self._verified, Step.BUILD: self._built,
          Step.EVALUATE: self._judged}[job.step](job, result)
 
-    def _mutated(self, job: Job, m: Mutation) -> None:
-        self.proposing -= 1
+    def _mutated(self, job: Job, result: Mutation | list[Mutation]) -> None:
+        self.proposing -= job.expect
+        mutations = result if isinstance(result, list) else [result]
+        if job.calls:
+            made = len(mutations) + any("strategy_seed" in m.meta for m in mutations)
+            self.spend.done(job.calls, sum(m.cost_usd for m in mutations), made)
+        for m in mutations:
+            self._child(job, m)
+
+    def _child(self, job: Job, m: Mutation) -> None:
+        """One child of a proposal: a new candidate, or a recorded failure (no kernel, or a duplicate)."""
         self.stage_seconds["mutate"] += m.seconds
         p = job.proposal
+        llm = p.operator != "knob"
         if m.source is None or not self.population.reserve(m.source):
-            self.failed_proposals += 1           # no knobs to turn, a bad parent, or a duplicate
-            if m.source is None:
-                self.store.log_event("mutation_failed", {"parent": p.parent.id, "operator": p.operator,
-                                                         "reason": m.failure, "cost_usd": m.cost_usd})
+            self.failed_proposals += 1           # no knobs to turn, a bad parent, no kernel in a reply, a duplicate
+            if m.source is None or llm:
+                payload = {"parent": p.parent.id if p.parent else None, "operator": p.operator, "model": m.model,
+                           "reason": m.failure or "a duplicate of a candidate already made", "cost_usd": m.cost_usd,
+                           "arm": p.arm, "reward": 0.0, **{k: m.meta[k] for k in ("seed", "call") if k in m.meta}}
+                self.store.log_event("mutation_failed", payload)
+                self.learning.rewarded(p.arm, 0.0, strategy_of(m.meta))
             return
         self.failed_proposals = 0
+        if job.recorded is not None:             # replay: the recorded child, if the reply gives it again
+            if m.source != job.recorded.source:
+                self.population.release(m.source)
+                self.store.log_event("mutation_failed", {"id": job.recorded.id, "reason": "replay: the recorded "
+                                                         "reply no longer gives the recorded kernel"})
+                return
+            return self._add(job.recorded, cost_usd=m.cost_usd, timings={"mutate": m.seconds})
         meta = {**m.meta, **({"inspirations": [i.id for i in p.inspirations]} if p.inspirations else {})}
-        c = Candidate.new(m.source, parents=(p.parent.id,), island=p.island, generation=p.parent.generation + 1,
-                          operator=p.operator, model=m.model, meta=json.loads(json.dumps(meta, default=str)))
-        self._add(c, cost_usd=m.cost_usd, timings={"mutate": m.seconds})
+        parent = p.parent
+        c = Candidate.new(m.source, parents=(parent.id,) if parent else (), island=p.island,
+                          generation=parent.generation + 1 if parent else 0, operator=p.operator, model=m.model,
+                          meta=json.loads(json.dumps(meta, default=str)))
+        self._add(c, cost_usd=m.cost_usd, timings={"mutate": m.seconds}, arm=p.arm)
 
     def _add(self, c: Candidate, **record) -> None:
         self.store.add_candidate(c, **record)
+        if record.get("arm"):
+            self.arm_of[c.id] = record["arm"]
         self.created += 1
         self._verify(Job(Step.VERIFY, c))
 
     def _verify(self, job: Job) -> None:
         job.step, job.started = Step.VERIFY, time.perf_counter()
-        self.jobs[self.verifier.check.remote(job.candidate.source, self.plan.target, ABI)] = job
+        seeds = self.verification.seeds(job.candidate.source) if self.verification.on else None
+        job.calls = len(self.verification.checks)
+        self.spend.start(job.calls)
+        self.jobs[self.verifier.check.remote(job.candidate.source, self.plan.target, ABI, seeds)] = job
 
-    def _verified(self, job: Job, verdict: Verdict) -> None:
+    def _verified(self, job: Job, result: tuple) -> None:
+        verdict, llm_verdicts = result
         self.stage_seconds["verify"] += verdict.seconds
+        cost = sum(v.cost_usd for v in llm_verdicts)
+        self.spend.done(job.calls, cost, len(llm_verdicts))
+        job.calls = 0
         c = job.candidate
         if not verdict.ok:
             self.store.set_stage(c.id, Status.REJECTED, verdict=verdict, feedback=f"static rule: {verdict.reason}",
                                  timings={"verify": verdict.seconds})
             return self._finish(c, Outcome(0.0, False, False, f"static rule: {verdict.reason}"))
+        if llm_verdicts:
+            decision = self.verification.decide(llm_verdicts)
+            job.screening = Verification.record(llm_verdicts, decision)
+            self.store.set_screening(c.id, job.screening, cost_usd=cost)
+            if not decision.build:                 # filter mode, by verifiers that earned it, not audited
+                why = f"rejected by LLM verifiers ({', '.join(decision.rejected_by)}): {decision.reason}"
+                self.store.set_stage(c.id, Status.REJECTED, verdict=verdict, feedback=why,
+                                     timings={"verify": verdict.seconds})
+                return self._finish(c, Outcome(0.0, False, False, why))
+            job.priority = decision.priority
         self.store.set_stage(c.id, Status.VERIFIED, verdict=verdict, timings={"verify": verdict.seconds})
         job.step = Step.QUEUED
-        self.to_build.append(job)
+        bisect.insort(self.to_build, job, key=lambda j: j.priority)     # after its equals: FIFO among them
 
     def _start_builds(self) -> None:
         """Starts builds of verified candidates while fewer than `plan.builders` run."""
@@ -290,6 +436,7 @@ class Driver:
         if not b.ok:
             job.lib = None
             self.store.set_stage(c.id, Status.BUILD_FAILED, build=b, timings={"build": b.seconds})
+            self.verification.judged(job.screening, False, False, b.error)
             return self._finish(c, Outcome(0.0, False, False, f"compile error: {b.error}"))
         self.store.set_stage(c.id, Status.BUILT, build=b, timings={"build": b.seconds})
         job.build, job.step = b, Step.QUEUED
@@ -313,9 +460,15 @@ class Driver:
         for phase, t in ev.phases.items():
             self.judge_phases[phase] = self.judge_phases.get(phase, 0.0) + t
         c = job.candidate
+        self.evaluated += 1
         self.store.record_evaluation(c.id, ev, ev.eval_seconds)
+        self.verification.judged(job.screening, ev.compiled, ev.correct, ev.failure)
         member = self._finish(c, Outcome(ev.fitness, ev.correct, ev.compiled, ev.failure or ""))
-        if ev.correct:
+        if ev.correct and red_team(c):       # never ranked: saved for a regression test, reported
+            folder = suspects.save(self.run_dir, c, ev, SUFFIX[self.plan.target])
+            self.suspects.append(c.id)
+            self.store.log_event("suspected_judge_bug", {"id": c.id, "speedup": ev.speedup, "dir": str(folder)})
+        elif ev.correct:
             self.correct += 1
             if self.population.best() is member:
                 self.best_evaluation = ev
@@ -324,7 +477,13 @@ class Driver:
 
     def _finish(self, c: Candidate, outcome: Outcome):
         self.finished += 1
+        parent = self.population.get(c.parents[0]).fitness if c.parents and c.parents[0] in self.population else None
         member = self.population.add(c, outcome)
+        arm = self.arm_of.pop(c.id, None)
+        if arm is not None:                      # the child's reward, to its arm and (meta) its strategy
+            r = reward(outcome.fitness, parent)
+            self.store.set_reward(c.id, r)
+            self.learning.rewarded(arm, r, strategy_of(c.meta_dict()))
         if outcome.correct:
             self.failed_proposals = 0            # a new parent: its neighbours may not have been tried
         self.tracker.candidate({"id": c.id, "operator": c.operator, "fitness": outcome.fitness,
@@ -337,14 +496,17 @@ class Driver:
         candidate gets a `failed` verdict naming the error. A lost mutation is a lost proposal."""
         if job.step is Step.EVALUATE:
             self.load[job.evaluator] -= 1
+        self.spend.done(job.calls, 0.0, 0)       # its LLM calls are sent again, or not at all
+        job.calls = 0
         lost = isinstance(error, (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError))
         if lost and job.retries < ACTOR_RETRIES:
             job.retries += 1
             self.store.log_event("retry", {"id": job.candidate.id if job.candidate else None, "step": job.step.value,
                                            "attempt": job.retries, "error": _first_line(error)})
             if job.step is Step.MUTATE:
-                self.jobs[self.mutator.mutate.remote(job.proposal, self.rng.getrandbits(63),
-                                                     self.plan.knob_changes)] = job
+                job.calls = job.per_send
+                self.spend.start(job.calls)
+                self.jobs[job.send()] = job
             elif job.step is Step.VERIFY:
                 self._verify(job)
             elif job.step is Step.BUILD:
@@ -355,10 +517,13 @@ class Driver:
                 self.queue.append(job)
             return
         if job.candidate is None:                # the mutator failed: that proposal is lost, the search goes on
-            self.proposing -= 1
+            self.proposing -= job.expect
             self.failed_proposals += 1
-            self.store.log_event("mutation_failed", {"parent": job.proposal.parent.id,
-                                                     "operator": job.proposal.operator, "reason": _first_line(error)})
+            p = job.proposal
+            self.store.log_event("mutation_failed", {"parent": p.parent.id if p.parent else None, "arm": p.arm,
+                                                     "reward": 0.0, "operator": p.operator,
+                                                     "reason": _first_line(error)})
+            self.learning.rewarded(p.arm, 0.0)
             return
         reason = f"{job.step.value} failed: {_first_line(error)}" + (f" (after {job.retries} retries)" if lost else "")
         self.store.set_stage(job.candidate.id, Status.FAILED, feedback=reason)
@@ -375,6 +540,7 @@ class Driver:
         self.to_build.clear()
         self.queue.clear()
         self.proposing = 0
+        self.spend.in_flight = 0
         self.load = [0] * len(self.evaluators)
 
     def release_actors(self) -> None:
@@ -421,7 +587,9 @@ class Driver:
         line = (f"[{_clock(now - self.start)}] candidates {self.finished}/{self.plan.candidates} "
                 f"correct {self.correct} ({pct:.0f}%) best {best.fitness if best else 0:.2f}x "
                 f"evaluators {busy}/{len(self.evaluators)} busy, "
-                f"in flight {len(self.jobs) + len(self.to_build) + len(self.queue)}" + (f"; {note}" if note else ""))
+                f"in flight {len(self.jobs) + len(self.to_build) + len(self.queue)}"
+                + (f", spent ${self.spend.spent:.2f} ({self.spend.calls} LLM calls)" if self.plan.llm else "")
+                + (f"; {note}" if note else ""))
         print(("\r" + line) if sys.stderr.isatty() else line, file=sys.stderr, end="" if sys.stderr.isatty() else "\n",
               flush=True)
         self.tracker.progress(self.population.stats())
@@ -432,6 +600,7 @@ class Driver:
         best = self.confirmed or (member.candidate if member is not None else None)
         ev = self.best_evaluation
         kernel = self.run_dir / f"best{SUFFIX[self.plan.target]}"
+        verifiers, saved = self.verification.summary(self.busy_seconds / self.evaluated if self.evaluated else 0.0)
         summary = RunSummary(
             run_dir=str(self.run_dir), task=self.task.name, target=self.plan.target, shapes=self.plan.shapes,
             candidates=self.finished, correct=self.correct, stopped=self.stopped or "budget of candidates spent",
@@ -443,7 +612,9 @@ class Driver:
             best=None if best is None or ev is None else Best(
                 id=best.id, kernel=str(kernel), operator=best.operator, speedup=ev.speedup,
                 speedup_eager=ev.speedup_eager, speedup_compile=ev.speedup_compile, floor_fraction=ev.floor_fraction,
-                confirmed=self.confirmed is not None, not_confirmed=tuple(self.not_confirmed)))
+                confirmed=self.confirmed is not None, not_confirmed=tuple(self.not_confirmed)),
+            spend_usd=round(self.spend.spent, 6), llm_calls=self.spend.calls, verifiers=verifiers,
+            gpu_seconds_saved=saved, suspected_judge_bugs=tuple(self.suspects))
         self.tracker.finish(summary.as_dict())
         return summary
 

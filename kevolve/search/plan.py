@@ -2,7 +2,9 @@
 
 `resolve(cfg, task, cluster)` turns the typed config (`kevolve.config.Config`) and what Ray reports of the
 cluster (`ray.cluster_resources()`: CPU and GPU counts) into a frozen `Plan`: target, shape set, how many
-evaluators and builders, how many candidates in flight, the judging options, cache sizes, budgets. Nothing
+evaluators and builders, how many candidates and LLM calls in flight, the judging options, cache sizes, budgets,
+the LLM, its operators' settings and verifiers. The device the prompts name (GPU and arch, or the CPU) comes
+from the evaluators once they run (`with_device`). Nothing
 below the driver re-derives a default; a configuration the cluster cannot serve (cuda without GPUs, a
 shape set the task lacks) raises `ConfigError` here, naming the field, before anything starts.
 Pure: no Ray calls (the caller passes the cluster's resources), so it is tested as plain Python.
@@ -10,10 +12,11 @@ Pure: no Ray calls (the caller passes the cluster's resources), so it is tested 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from kevolve.config import Config, ConfigError, PopulationConfig
+from kevolve.config import Config, ConfigError, PopulationConfig, VerifiersConfig
+from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
 from kevolve.task.spec import Task
 
@@ -43,6 +46,27 @@ class Plan:
     knob_changes: int
     progress: bool
     tracker: str                         # logger.kind
+    llm: LLMConfig | None = None         # None: no LLM (knob mutation only)
+    llm_calls: int = 0                   # LLM proposals in flight at most (0 without an LLM)
+    choice: str = "weights"              # operator × model choice policy
+    translations: int = 0                # translate founders made at start
+    meta_children: int = 4
+    strategies_shown: int = 3
+    verifiers: VerifiersConfig = field(default_factory=VerifiersConfig)
+    device: str | None = None            # what prompts name: "NVIDIA H200, sm_90a", or the CPU's name
+
+    @property
+    def llm_operators(self) -> tuple[str, ...]:
+        return tuple(o for o, w in self.population.operators.items() if o != "knob" and w > 0)
+
+    def with_device(self, info: Mapping[str, Any]) -> "Plan":
+        """The plan once an evaluator has said what it runs on: the arch (a configured one wins) and the device."""
+        plan = self.with_arch(info.get("arch"))
+        if plan.target == "cuda":
+            device = f"{info.get('device', 'a CUDA GPU')}, sm_{plan.arch}" if plan.arch else info.get("device")
+        else:
+            device = info.get("cpu") or "a CPU"
+        return replace(plan, device=device)
 
     def with_arch(self, detected: str | None) -> "Plan":
         """The plan once the evaluators have said what GPU they hold (a configured arch wins)."""
@@ -62,6 +86,13 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
         raise ConfigError(f"config field 'task.shapes': task {task.name} has no shape set {shapes!r} "
                           f"(it has {', '.join(task.shape_sets)})")
     evaluators = r.evaluators or (gpus if target == "cuda" else 1)
+    llm = cfg.llm if cfg.llm.provider != "none" else None
+    llm_calls = 0
+    if llm is not None:
+        endpoints = len({(provider_of(llm, m), base_url_of(llm, m)) for m in llm.models}) or 1
+        # in flight ≈ evaluators × LLM latency / judgement time: 60 s replies, 4 s judgements → 15 each
+        llm_calls = s.llm_calls or min(15 * evaluators, llm.concurrency * endpoints)
+    llm_ops = [o for o, w in s.population.operators.items() if o != "knob" and w > 0]
     placement: dict[str, Any] = {"num_cpus": r.cpus_per_evaluator}
     if target == "cuda":
         placement["num_gpus"] = 1
@@ -80,9 +111,12 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 builder_resources=dict(r.builder_resources),
                 # enough to keep each evaluator fed (one judging, one queued, two building), few enough that
                 # children are proposed from recent verdicts rather than all from the seeds
-                in_flight=s.in_flight or 4 * evaluators,
+                # with LLM operators, the calls waiting on the network come on top
+                in_flight=s.in_flight or 4 * evaluators + (llm_calls if llm_ops else 0),
                 reference_bytes=int(cache_gb * (1 << 30)), baseline_refresh_s=refresh,
                 cache_dir=r.cache_dir, arch=os.environ.get("KEVOLVE_CUDA_ARCH") or r.cuda_arch,
                 population=s.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
                 dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,
-                tracker=cfg.logger.kind)
+                tracker=cfg.logger.kind, llm=llm, llm_calls=llm_calls, choice=s.choice,
+                translations=s.translations if llm is not None and s.population.operators.get("translate", 0) > 0
+                else 0, meta_children=s.meta_children, strategies_shown=s.strategies_shown, verifiers=s.verifiers)

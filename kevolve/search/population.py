@@ -11,7 +11,12 @@ Guarantees:
   the one thing lost).
 - Duplicates (`kevolve.search.dedupe`): two sources that differ only in comments or whitespace between
   tokens are one; `seen`/`reserve` cover sources already scored and sources in flight.
-- `propose(rng)` is the population's one decision per child: island, parent, operator, inspirations.
+- `propose(rng, policy)` is the population's one decision per child: island, operator (and model, from the
+  choice policy over operator × model, or the configured weights), parent, inspirations. An operator is only
+  proposed when it can be served: repair needs a failed member, crossover two archive members, translate no
+  parent at all (it writes from the torch reference).
+- Red-team candidates (operator `red_team`) are members — scored, counted — but never ranked: never the best,
+  never in the archive, never a parent or an inspiration. An accepted one is a suspected judge bug, not a kernel.
 - The archive holds at most `archive_size` correct candidates, the fittest first, at most `per_family` of
   one family. A family is founded by a candidate written from scratch (operator in `founders`: seed,
   translate, meta) or one whose first parent is unknown; every other candidate (optimize, knob, repair,
@@ -31,6 +36,15 @@ from typing import Any, Iterable
 from kevolve.config import PopulationConfig
 from kevolve.messages import Candidate, Outcome, Proposal
 from kevolve.search.dedupe import source_hash
+
+RED_TEAM = "red_team"
+NO_PARENT = ("translate",)                 # operators that write a kernel from scratch
+REPAIR_WINDOW = 16                         # repair draws from the most recent failures
+
+
+def red_team(c: Candidate) -> bool:
+    """A red-team candidate: judged like any other, never ranked (see the module's guarantees)."""
+    return c.operator == RED_TEAM
 
 
 @dataclass(frozen=True)
@@ -105,7 +119,7 @@ class Population:
             self._children[p] = self._children.get(p, 0) + 1
         if candidate.parents and self._selected.get(candidate.parents[0], 0) > 0:
             self._selected[candidate.parents[0]] -= 1
-        if outcome.correct:
+        if outcome.correct and not red_team(candidate):
             bisect.insort(self._ranked, member, key=lambda m: (-m.fitness, m.order))
             self._rebuild_archive()
         self._since_migration += 1
@@ -146,7 +160,8 @@ class Population:
         return moved
 
     def _best_of(self, ids: Iterable[str]) -> Member | None:
-        correct = [self._members[i] for i in ids if self._members[i].outcome.correct]
+        correct = [self._members[i] for i in ids if self._members[i].outcome.correct
+                   and not red_team(self._members[i].candidate)]
         return min(correct, key=lambda m: (-m.fitness, m.order), default=None)
 
     # ---- choosing
@@ -157,8 +172,8 @@ class Population:
         start, seeds), then to compiled ones (parents for repair), then to any; None when there is none."""
         if not 0 <= island < len(self._islands):
             raise ValueError(f"island {island} not in 0..{len(self._islands) - 1}")
-        here = [self._members[i] for i in self._islands[island]]
-        everywhere = list(self._members.values())
+        here = [self._members[i] for i in self._islands[island] if not red_team(self._members[i].candidate)]
+        everywhere = [m for m in self._members.values() if not red_team(m.candidate)]
         pool = ([m for m in here if m.outcome.correct] or [m for m in everywhere if m.outcome.correct]
                 or [m for m in here if m.outcome.compiled] or [m for m in everywhere if m.outcome.compiled]
                 or everywhere)
@@ -171,19 +186,61 @@ class Population:
         self._selected[cid] = self._selected.get(cid, 0) + 1
         return winner.candidate
 
-    def propose(self, rng: Random) -> Proposal | None:
-        """What to make next: an island, a parent from it (`select_parent`), an operator by its weight, and,
-        with probability `inspiration_rate`, up to `inspirations` archive members; None with no member yet."""
+    def propose(self, rng: Random, policy: Any = None) -> Proposal | None:
+        """What to make next: an island; an operator (with `policy`, a kevolve.operators.choice.Policy, its arm:
+        operator and model; without, the configured operator weights) among those that can be served now; a
+        parent for it (`select_parent`, a recent failure for repair, none for translate); and, with probability
+        `inspiration_rate` (always for crossover, whose second parent is the first inspiration), up to
+        `inspirations` archive members. None when no operator can be served (no member yet, say)."""
         island = rng.randrange(self.config.islands)
-        parent = self.select_parent(island, rng)
+        weights = {op: w for op, w in self.config.operators.items() if w > 0 and self._servable(op)}
+        if not weights:
+            return None
+        if policy is not None:
+            arm = policy.choose(rng, allowed=list(weights))
+            operator, model = arm.operator, arm.model
+        else:
+            operator, model = rng.choices(list(weights), weights=list(weights.values()))[0], None
+        if operator in NO_PARENT:
+            return Proposal(island, None, operator, (), model)
+        parent = self._repair_parent(island, rng) if operator == "repair" else self.select_parent(island, rng)
         if parent is None:
             return None
-        ops = self.config.operators
-        operator = rng.choices(list(ops), weights=list(ops.values()))[0]
         inspirations: tuple[Candidate, ...] = ()
-        if rng.random() < self.config.inspiration_rate:
+        if operator == "crossover" or rng.random() < self.config.inspiration_rate:
             inspirations = tuple(self.inspirations(island, self.config.inspirations, rng, exclude=[parent.id]))
-        return Proposal(island, parent, operator, inspirations)
+        if operator == "crossover" and not inspirations:
+            return None
+        return Proposal(island, parent, operator, inspirations, model)
+
+    def _servable(self, operator: str) -> bool:
+        if operator in NO_PARENT:
+            return True
+        if operator == "repair":
+            return bool(self._failures())
+        if operator == "crossover":
+            return len(self._archive) >= 2
+        return any(not red_team(m.candidate) for m in self._members.values())
+
+    def _failures(self) -> list[Member]:
+        """Members a repair can start from: incorrect, with the harness's feedback, not red-team; the most
+        recent `REPAIR_WINDOW`."""
+        failed = [m for m in self._members.values() if not m.outcome.correct and m.outcome.feedback
+                  and not red_team(m.candidate) and m.candidate.source.strip()]
+        return failed[-REPAIR_WINDOW:]
+
+    def _repair_parent(self, island: int, rng: Random) -> Candidate | None:
+        """A recent failure, this island's first, the least used first (a failure is repaired once before any
+        is repaired twice)."""
+        failed = self._failures()
+        pool = [m for m in failed if m.candidate.island == island] or failed
+        if not pool:
+            return None
+        least = min(self.uses(m) for m in pool)
+        winner = rng.choice([m for m in pool if self.uses(m) == least])
+        cid = winner.candidate.id
+        self._selected[cid] = self._selected.get(cid, 0) + 1
+        return winner.candidate
 
     def uses(self, member: Member | str) -> int:
         cid = member if isinstance(member, str) else member.candidate.id

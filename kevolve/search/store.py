@@ -1,7 +1,8 @@
 """The run's record: one SQLite database, `<run_dir>/kevolve.db`, holding every candidate and its verdicts.
 
 Tables: `run` (key → JSON value: task, target, config, started, schema, version), `candidates` (one row per
-candidate: source, lineage, status, verdict/build/evaluation JSON, fitness, cost, per-stage seconds),
+candidate: source, lineage, status, verdict/build/evaluation JSON, fitness, cost, per-stage seconds; the choice
+policy's `arm` and the `reward` the child earned it; `screening`: the LLM verifiers' verdicts and the decision),
 `measurements` (one row per candidate × configuration, for plain SQL), `events` (time, kind, JSON payload).
 
 A candidate's status (`kevolve.messages.Status`) moves  pending → verified → built → evaluated, or stops at
@@ -13,7 +14,9 @@ resumed run queues again. `finished()` lists the terminal ones in the order they
 Guarantees: each write is one short transaction, committed before the call returns. The database is in WAL
 mode with synchronous=NORMAL: killing the writing process at any moment (SIGKILL included) loses no
 committed row and corrupts nothing; a power cut or an OS crash may lose the last few commits, not the file.
-Secrets never enter `run`: keys that name one (api_key, token, password, secret, credential…) at any depth
+Spend (`total_cost`) is every candidate's cost plus the cost of events that carry one (an LLM reply that gave
+no kernel is an event, `mutation_failed`, not a candidate). A version-1 database is upgraded in place on open
+(three columns added). Secrets never enter `run` or `events`: keys that name one (api_key, token, password, secret, credential…) at any depth
 of the meta are written as "***".
 Not guaranteed: concurrent writers. The driver is the only writer (one connection, in its process);
 other processes may read (`Store.open(run_dir, readonly=True)`) while it writes.
@@ -34,7 +37,7 @@ from kevolve.messages import Candidate, Outcome, Status
 from kevolve.search.dedupe import source_hash
 
 DB_NAME = "kevolve.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = tuple(s.value for s in Status)
 TERMINAL = tuple(s.value for s in Status if s.terminal)
 _SECRET_KEY = re.compile(r"api[_-]?key|passw(or)?d|secret|credential|private[_-]?key|token$", re.I)
@@ -47,7 +50,7 @@ CREATE TABLE candidates (
     created REAL NOT NULL, meta TEXT NOT NULL, status TEXT NOT NULL,
     verdict TEXT, build TEXT, evaluation TEXT, fitness REAL, correct INTEGER, compiled INTEGER,
     feedback TEXT, cost_usd REAL NOT NULL DEFAULT 0, timings TEXT NOT NULL DEFAULT '{}',
-    done_seq INTEGER, updated REAL NOT NULL);
+    done_seq INTEGER, updated REAL NOT NULL, arm TEXT, reward REAL, screening TEXT);
 CREATE INDEX candidates_status ON candidates (status);
 CREATE INDEX candidates_hash ON candidates (source_hash);
 CREATE TABLE measurements (
@@ -58,6 +61,8 @@ CREATE INDEX measurements_candidate ON measurements (candidate_id);
 CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, kind TEXT NOT NULL,
                      payload TEXT NOT NULL);
 """
+_MIGRATIONS = {1: "ALTER TABLE candidates ADD COLUMN arm TEXT; ALTER TABLE candidates ADD COLUMN reward REAL; "
+                  "ALTER TABLE candidates ADD COLUMN screening TEXT;"}
 
 
 class StoreError(RuntimeError):
@@ -101,6 +106,9 @@ class Record:
     cost_usd: float
     timings: dict[str, float]
     updated: float
+    arm: str | None = None
+    reward: float | None = None
+    screening: Any = None
 
     @property
     def outcome(self) -> Outcome:
@@ -108,18 +116,20 @@ class Record:
 
 
 _COLUMNS = ("id, parents, island, generation, operator, model, source, created, meta, status, source_hash, "
-            "fitness, correct, compiled, feedback, verdict, build, evaluation, cost_usd, timings, updated")
+            "fitness, correct, compiled, feedback, verdict, build, evaluation, cost_usd, timings, updated, "
+            "arm, reward, screening")
 
 
 def _record(row: tuple) -> Record:
     (cid, parents, island, generation, operator, model, source, created, meta, status, source_hash,
-     fitness, correct, compiled, feedback, verdict, build, evaluation, cost, timings, updated) = row
+     fitness, correct, compiled, feedback, verdict, build, evaluation, cost, timings, updated, arm, reward,
+     screening) = row
     candidate = Candidate(id=cid, source=source, parents=tuple(json.loads(parents)), island=island,
                           generation=generation, operator=operator, model=model, created=created,
                           meta=json.loads(meta))
     return Record(candidate, status, source_hash, fitness, None if correct is None else bool(correct),
                   None if compiled is None else bool(compiled), feedback, _loads(verdict), _loads(build),
-                  evaluation, cost, json.loads(timings), updated)
+                  evaluation, cost, json.loads(timings), updated, arm, reward, _loads(screening))
 
 
 class Store:
@@ -167,6 +177,9 @@ class Store:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{path} is not a readable kevolve database ({e})") from None
+        if version in _MIGRATIONS and not readonly:
+            conn.executescript(f"BEGIN; {_MIGRATIONS[version]} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+            version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
             conn.close()
             raise StoreError(f"{path} has schema version {version}, this kevolve reads version {SCHEMA_VERSION}:"
@@ -206,16 +219,17 @@ class Store:
 
     # ---- writing candidates
     def add_candidate(self, c: Candidate, *, status: Status | str = Status.PENDING, cost_usd: float = 0.0,
-                      timings: Mapping[str, float] | None = None) -> None:
-        """Records a new candidate (its mutation cost and seconds, if known)."""
+                      timings: Mapping[str, float] | None = None, arm: str | None = None) -> None:
+        """Records a new candidate (its mutation cost and seconds, if known, and the choice policy's arm)."""
         status = _check_status(status)
         d = c.to_dict()
         with self._tx() as tx:
             tx.execute("INSERT INTO candidates (id, parents, island, generation, operator, model, source, source_hash,"
-                       " created, meta, status, cost_usd, timings, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       " created, meta, status, cost_usd, timings, updated, arm)"
+                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        (c.id, json.dumps(d["parents"]), c.island, c.generation, c.operator, c.model, c.source,
-                        source_hash(c.source), c.created, json.dumps(d["meta"]), status, float(cost_usd),
-                        json.dumps(dict(timings or {})), time.time()))
+                        source_hash(c.source), c.created, json.dumps(redact(d["meta"])), status, float(cost_usd),
+                        json.dumps(dict(timings or {})), time.time(), arm))
             if status in TERMINAL:
                 self._finish(tx, c.id)
 
@@ -249,6 +263,25 @@ class Store:
             self._update(tx, cid, fields, cost_usd, timings)
             if status in TERMINAL:
                 self._finish(tx, cid)
+
+    def set_screening(self, cid: str, screening: Mapping[str, Any], cost_usd: float = 0.0) -> None:
+        """Stores the LLM verifiers' verdicts and the decision taken on them; their cost is added."""
+        with self._tx() as tx:
+            self._update(tx, cid, {"screening": json.dumps(redact(screening), default=str), "updated": time.time()},
+                         cost_usd, None)
+
+    def set_reward(self, cid: str, reward: float) -> None:
+        """The reward the candidate earned its arm (kevolve.operators.choice.reward), once it is judged."""
+        with self._tx() as tx:
+            self._update(tx, cid, {"reward": float(reward)}, 0.0, None)
+
+    def rewards(self) -> list[tuple[str, float]]:
+        """(arm, reward) of every rewarded candidate and failed proposal, in the order they were rewarded: what
+        `Policy.replay` rebuilds a choice policy from."""
+        rows = [(seq, arm, r) for seq, arm, r in self._conn.execute(
+            "SELECT done_seq, arm, reward FROM candidates WHERE arm IS NOT NULL AND reward IS NOT NULL")]
+        return [(arm, r) for _, arm, r in sorted(rows, key=lambda x: x[0] or 0)] + [
+            (p["arm"], float(p.get("reward", 0.0))) for _, _, p in self.events("mutation_failed") if p.get("arm")]
 
     def record_evaluation(self, cid: str, evaluation: Evaluation, seconds: float) -> None:
         """Stores an Evaluation (status evaluated, correct or not) and one `measurements` row per configuration."""
@@ -312,13 +345,17 @@ class Store:
 
     def best(self, n: int = 1) -> list[Record]:
         """The n fittest correct candidates (earliest first among equals)."""
-        return self._select("correct = 1", order="fitness DESC, done_seq", limit=n)
+        return self._select("correct = 1 AND operator != 'red_team'", order="fitness DESC, done_seq", limit=n)
 
     def counts(self) -> dict[str, int]:
         return dict(self._conn.execute("SELECT status, COUNT(*) FROM candidates GROUP BY status"))
 
     def total_cost(self) -> float:
-        return float(self._conn.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM candidates").fetchone()[0])
+        """USD spent on LLM calls: candidates' costs plus the costs events carry (failed proposals)."""
+        cands = self._conn.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM candidates").fetchone()[0]
+        events = self._conn.execute("SELECT COALESCE(SUM(json_extract(payload, '$.cost_usd')), 0) FROM events "
+                                    "WHERE json_extract(payload, '$.cost_usd') IS NOT NULL").fetchone()[0]
+        return float(cands) + float(events)
 
     def hashes(self) -> set[str]:
         return {h for (h,) in self._conn.execute("SELECT source_hash FROM candidates")}

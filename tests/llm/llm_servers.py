@@ -51,7 +51,10 @@ class Request:
 
 
 class LLMServer:
-    def __init__(self, *steps: Step):
+    """`respond(body) -> Step`, when given, answers every request the script does not (a router by content)."""
+
+    def __init__(self, *steps: Step, respond=None):
+        self.respond = respond
         self.script: deque = deque(steps)
         self.requests: list[Request] = []
         self.active = self.max_active = 0
@@ -71,9 +74,13 @@ class LLMServer:
             self.script.extend(steps)
         return self
 
-    def next_step(self) -> Step:
+    def next_step(self, body: Any = None) -> Step:
         with self.lock:
-            return self.script.popleft() if self.script else Ok()
+            if self.script:
+                return self.script.popleft()
+            if self.respond is not None:
+                return self.respond(body)
+            return Ok()
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -100,7 +107,7 @@ def _handler(server: LLMServer):
             try:
                 if not (gemini or openai):
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                step = server.next_step()
+                step = server.next_step(body)
                 if isinstance(step, Hang):
                     server.stop_event.wait(step.seconds)
                     return self._send(200, {}) if not server.stop_event.is_set() else None

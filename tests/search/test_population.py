@@ -292,3 +292,32 @@ def test_best_and_stats():
     s = pop.stats()
     assert s["candidates"] == 16 and s["correct"] == 15 and s["best_fitness"] == pytest.approx(3.4)
     assert s["islands"][0]["members"] == 16
+
+
+# ---------------------------------------------------------------- LLM operators and red team
+def test_red_team_children_are_members_but_never_ranked_or_parents():
+    pop = Population(PopulationConfig(islands=1, operators={"optimize": 1.0}, inspiration_rate=1.0))
+    pop.add(cand("seed", operator="seed"), ok(1.0))
+    red = Candidate(id="red", source="red", parents=("seed",), operator="red_team")
+    pop.add(red, ok(50.0))
+    assert "red" in pop and pop.best().candidate.id == "seed"
+    assert all(m.candidate.id != "red" for m in pop.archive)
+    rng = random.Random(0)
+    for _ in range(50):
+        p = pop.propose(rng)
+        assert p.parent.id == "seed" and all(c.id != "red" for c in p.inspirations)
+
+
+def test_operators_are_proposed_only_when_they_can_be_served():
+    pop = Population(PopulationConfig(islands=1, operators={"translate": 1.0, "repair": 1.0, "crossover": 1.0}))
+    rng = random.Random(0)
+    first = [pop.propose(rng) for _ in range(20)]
+    assert {p.operator for p in first} == {"translate"} and all(p.parent is None for p in first)
+    pop.add(cand("a", operator="seed"), ok(1.0))
+    pop.add(Candidate(id="bad", source="bad", operator="optimize", parents=("a",)),
+            Outcome(0.0, False, True, "wrong answer"))
+    ops = {p.operator: p for p in (pop.propose(rng) for _ in range(60))}
+    assert set(ops) == {"translate", "repair"} and ops["repair"].parent.id == "bad"
+    pop.add(Candidate(id="b", source="b2", operator="seed"), ok(2.0))
+    ops = {p.operator: p for p in (pop.propose(rng) for _ in range(60))}
+    assert ops["crossover"].inspirations and ops["crossover"].parent.id != ops["crossover"].inspirations[0].id

@@ -16,7 +16,7 @@ from kevolve.config import PopulationConfig
 from kevolve.messages import Candidate
 from kevolve.search.population import Population
 from kevolve.judge.results import Evaluation, Measurement, Stats
-from kevolve.search.store import DB_NAME, Store, StoreError
+from kevolve.search.store import DB_NAME, SCHEMA_VERSION, Store, StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def test_create_writes_meta_and_refuses_an_existing_run(tmp_path):
     Store.create(tmp_path, {"task": "layernorm_fwd", "config": {"islands": 2}}).close()
     with Store.open(tmp_path) as s:
         meta = s.meta()
-    assert meta["task"] == "layernorm_fwd" and meta["config"] == {"islands": 2} and meta["schema"] == 1
+    assert meta["task"] == "layernorm_fwd" and meta["config"] == {"islands": 2} and meta["schema"] == SCHEMA_VERSION
     with pytest.raises(StoreError, match="already exists"):
         Store.create(tmp_path, {})
 
@@ -209,3 +209,18 @@ def test_a_run_dir_that_cannot_be_made_is_a_clear_error(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(StoreError, match="cannot create the run's database"):
         Store.create(tmp_path / "file" / "run", {"task": "t"})
+
+
+def test_red_team_candidates_are_never_the_best_and_rewards_come_back_in_order(tmp_path):
+    from kevolve.messages import Candidate
+    store = Store.create(tmp_path, {})
+    store.add_candidate(Candidate(id="k", source="k"), arm="optimize@gpt-4.1")
+    store.add_candidate(Candidate(id="r", source="r", operator="red_team"), arm="red_team")
+    store.set_stage("k", "evaluated", fitness=1.0, correct=True, compiled=True)
+    store.set_stage("r", "evaluated", fitness=9.0, correct=True, compiled=True)
+    store.set_reward("k", 0.5)
+    store.set_reward("r", 1.0)
+    store.log_event("mutation_failed", {"arm": "meta", "reward": 0.0, "cost_usd": 0.25})
+    assert [r.candidate.id for r in store.best(5)] == ["k"]
+    assert store.rewards() == [("optimize@gpt-4.1", 0.5), ("red_team", 1.0), ("meta", 0.0)]
+    assert store.total_cost() == 0.25

@@ -1,0 +1,26 @@
+"""A proposal as an LLM operator's `Request`, filled from the store: the judgements the prompt may quote (the
+parent's and each inspiration's `Evaluation`), the harness's feedback on the parent verbatim, the best strategies
+so far. Prompts thus depend only on what the store holds and on the proposal (which the rng chose).
+"""
+from __future__ import annotations
+
+from kevolve.judge.results import Evaluation
+from kevolve.messages import Proposal
+from kevolve.operators.compose import Request
+from kevolve.operators.strategies import Board
+
+
+def request(proposal: Proposal, store, board: Board, strategies_shown: int, meta_children: int) -> Request:
+    evaluations, feedback = {}, ""
+    members = ([proposal.parent] if proposal.parent is not None else []) + list(proposal.inspirations)
+    for c in members:
+        try:
+            record = store.get(c.id)
+        except KeyError:
+            continue
+        if record.evaluation:
+            evaluations[c.id] = Evaluation.from_json(record.evaluation)
+        if c is proposal.parent:
+            feedback = record.feedback or ""
+    return Request(proposal.operator, proposal, evaluations, feedback,
+                   strategies=tuple(board.best(strategies_shown)), count=meta_children)

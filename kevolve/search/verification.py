@@ -1,0 +1,81 @@
+"""A search's LLM verifiers, as the driver sees them: the seed of each call, the decision on each candidate, and
+each verifier's measured accuracy (kevolve.operators.screening does the deciding and the counting).
+
+- `seeds(source)`: one seed per verifier, a function of the run's seed and the source only, so a verifier's
+  call (its messages depend only on the source) is the same call in a replay of the run.
+- `decide(verdicts)`: `screening.decide` with the verifiers that have earned the right to reject on this run
+  (`VerifierStats.earned_set()`), the audit draw from this module's own rng (seeded by the run's seed).
+- `judged(screening, compiled, correct, failure)`: a candidate with verdicts has its true outcome: counted.
+- `dropped`: candidates rejected and not built; `summary(mean_judge_seconds)`: precision, recall, accuracy per
+  verifier and the GPU-seconds the dropped rejections saved (dropped × the mean seconds of one judgement).
+- `screening record`: what the store keeps per candidate (`Store.set_screening`): the verdicts
+  (`LLMVerdict.to_dict()`) and the decision; `restore(records)` rebuilds the counts from it on resume.
+
+Not guaranteed: that the stats of a resumed run equal the interrupted one's to the audit draw (the audit rng
+starts anew).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+from typing import Any, Iterable
+
+from kevolve.config import VerifiersConfig
+from kevolve.operators.screening import Decision, Screen, VerifierStats, decide
+from kevolve.operators.verifiers import LLMVerdict
+
+
+class Verification:
+    def __init__(self, config: VerifiersConfig, seed: int):
+        self.checks = tuple(config.checks)
+        self.screen = Screen(config.mode, config.aggregation, config.audit_share, config.precision_bar,
+                             config.min_samples)
+        self.stats = VerifierStats(self.screen, self.checks)
+        self.seed = seed
+        self.rng = random.Random(f"{seed}/audit")
+        self.dropped = 0
+
+    @property
+    def on(self) -> bool:
+        return bool(self.checks)
+
+    def seeds(self, source: str) -> dict[str, int]:
+        return {v: int(hashlib.sha256(f"{self.seed}/{v}/{source}".encode()).hexdigest()[:15], 16)
+                for v in self.checks}
+
+    def decide(self, verdicts: Iterable[LLMVerdict]) -> Decision:
+        d = decide(verdicts, self.screen, self.stats.earned_set(), self.rng)
+        if not d.build:
+            self.dropped += 1
+        return d
+
+    @staticmethod
+    def record(verdicts: Iterable[LLMVerdict], decision: Decision) -> dict[str, Any]:
+        d = dataclasses.asdict(decision)
+        d["rejected_by"], d["flagged_by"] = list(d["rejected_by"]), list(d["flagged_by"])
+        return {"verdicts": [v.to_dict() for v in verdicts], "decision": d}
+
+    def judged(self, screening: dict | None, compiled: bool, correct: bool, failure: str | None) -> None:
+        if not screening or not screening.get("verdicts"):
+            return
+        verdicts = [LLMVerdict.from_dict(v) for v in screening["verdicts"]]
+        self.stats.add_outcome(verdicts, compiled, correct, failure,
+                               audited=bool(screening.get("decision", {}).get("audited")))
+
+    def restore(self, records: Iterable[Any]) -> None:
+        """Counts from stored records (kevolve.search.store.Record) in the order they finished."""
+        for r in records:
+            s = r.screening
+            if not s:
+                continue
+            if not s.get("decision", {}).get("build", True):
+                self.dropped += 1
+            elif r.status in ("evaluated", "build_failed"):
+                self.judged(s, bool(r.compiled), bool(r.correct), r.feedback)
+
+    def summary(self, mean_judge_seconds: float) -> tuple[dict[str, dict], float]:
+        """(per verifier: precision, recall, accuracy, samples…; GPU-seconds saved)."""
+        if not self.on:
+            return {}, 0.0
+        return self.stats.summary(), round(self.dropped * mean_judge_seconds, 1)
