@@ -46,7 +46,8 @@ from kevolve.operators import knob
 from kevolve.operators.compose import Request
 from kevolve.operators.context import Context
 from kevolve.operators.llm_operator import LLMOperator, apply
-from kevolve.operators.verifiers import LLMVerdict, LLMVerifier
+from kevolve.operators.verifiers import LLMVerifier
+from kevolve.search.verification import Screened
 from kevolve.task.spec import load_task
 
 
@@ -122,17 +123,16 @@ class Verifier:
     def ready(self) -> str | None:
         return self.error
 
-    def check(self, source: str, target: str, abi: str, seeds: dict[str, int] | None = None
-              ) -> tuple[rules.Verdict, tuple[LLMVerdict, ...]]:
+    def check(self, source: str, target: str, abi: str, seeds: dict[str, int] | None = None) -> Screened:
         """The static rules' verdict; and, when it passed, one LLMVerdict per configured verifier (seeded by
         `seeds[name]`) — `Verdict.seconds` is the rules' time, the LLM verdicts' time is the call's."""
         start = time.perf_counter()
         verdict = dataclasses.replace(rules.check(source, target, abi), seconds=time.perf_counter() - start)
         if not verdict.ok or self.llm is None:
-            return verdict, ()
+            return Screened(verdict)
         seeds = seeds or {}
         futures = [self.pool.submit(self.llm.verify, name, source, seeds.get(name, 0)) for name in self.checks]
-        return verdict, tuple(f.result() for f in futures)
+        return Screened(verdict, tuple(f.result() for f in futures))
 
 
 @ray.remote(num_cpus=1, max_retries=2, num_returns=2)     # retried when its process dies, not for errors

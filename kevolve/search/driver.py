@@ -32,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import ray
 
@@ -40,7 +40,6 @@ from kevolve.config import Config, ConfigError, ResourcesConfig
 from kevolve.llm import LLMConfig, LLMConfigError, make_provider
 from kevolve.judge.build import SUFFIX, Build
 from kevolve.judge.results import Evaluation
-from kevolve.judge.rules import Verdict
 from kevolve.messages import Best, Candidate, Mutation, Outcome, Proposal, RunSummary, Status
 from kevolve.operators.choice import reward
 from kevolve.search import actors, requests, suspects
@@ -50,7 +49,7 @@ from kevolve.search.population import Population, red_team
 from kevolve.search.recorded import Recorded
 from kevolve.search.spend import Spend, prior_per_call
 from kevolve.search.store import Store
-from kevolve.search.verification import Verification
+from kevolve.search.verification import Screened, Verification
 from kevolve.task.spec import Task, load_task
 from kevolve.tracking import make_tracker
 
@@ -390,8 +389,8 @@ class Driver:
         self.spend.start(job.calls)
         self.jobs[self.verifier.check.remote(job.candidate.source, self.plan.target, ABI, seeds)] = job
 
-    def _verified(self, job: Job, result: tuple) -> None:
-        verdict, llm_verdicts = result
+    def _verified(self, job: Job, screened: Screened) -> None:
+        verdict, llm_verdicts = screened.verdict, screened.llm
         self.stage_seconds["verify"] += verdict.seconds
         cost = sum(v.cost_usd for v in llm_verdicts)
         self.spend.done(job.calls, cost, len(llm_verdicts))

@@ -135,9 +135,9 @@ def _record(row: tuple) -> Record:
 class Store:
     """The run's database. Build one with `Store.create` (new run) or `Store.open` (resume, or read)."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path):
+    def __init__(self, conn: sqlite3.Connection, path: Path, readonly: bool = False):
         self._conn = conn
-        self.path = path
+        self.path, self.readonly = path, readonly
 
     # ---- opening
     @staticmethod
@@ -184,7 +184,7 @@ class Store:
             conn.close()
             raise StoreError(f"{path} has schema version {version}, this kevolve reads version {SCHEMA_VERSION}:"
                              f" use the kevolve version that wrote it, or start a new run")
-        return cls(conn, path)
+        return cls(conn, path, readonly)
 
     def close(self) -> None:
         self._conn.close()
@@ -196,6 +196,8 @@ class Store:
         self.close()
 
     def _tx(self):
+        if self.readonly:
+            raise StoreError(f"{self.path} was opened read-only (Store.open(..., readonly=True)): it cannot be written")
         return _Transaction(self._conn, self.path)
 
     # ---- run meta and events

@@ -26,6 +26,14 @@ from kevolve.operators.screening import Decision, Screen, VerifierStats, decide
 from kevolve.operators.verifiers import LLMVerdict
 
 
+@dataclasses.dataclass(frozen=True)
+class Screened:
+    """What the Verifier actor hands back: the static rules' verdict and, when it passed, one LLM verdict per
+    configured verifier."""
+    verdict: Any                          # kevolve.judge.rules.Verdict
+    llm: tuple[LLMVerdict, ...] = ()
+
+
 class Verification:
     def __init__(self, config: VerifiersConfig, seed: int):
         self.checks = tuple(config.checks)

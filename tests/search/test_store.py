@@ -140,7 +140,7 @@ def test_a_reader_sees_the_writers_commits(tmp_path):
     reader = Store.open(tmp_path, readonly=True)
     writer.add_candidate(cand("a"))
     assert [r.candidate.id for r in reader.candidates()] == ["a"]
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(StoreError, match="read-only"):
         reader.add_candidate(cand("b"))
     reader.close()
     writer.close()
