@@ -130,7 +130,8 @@ def validate(c: Config) -> None:
     unknown = set(s.operators) - known_ops
     need(not unknown, "search.operators", sorted(unknown), f"operators among {sorted(known_ops)}")
     need(s.time_inits in ("first", "all"), "search.time_inits", s.time_inits, "first or all")
-    need(set(s.baselines) <= {"eager", "compile"}, "search.baselines", list(s.baselines), "a subset of [eager, compile]")
+    need(set(s.baselines) <= {"eager", "compile", "compile-max-autotune"}, "search.baselines", list(s.baselines),
+         "a subset of [eager, compile, compile-max-autotune]")
     r = c.resources
     need(r.evaluators is None or r.evaluators >= 1, "resources.evaluators", r.evaluators, "null or an integer >= 1")
     need(r.builders is None or r.builders >= 1, "resources.builders", r.builders, "null or an integer >= 1")
