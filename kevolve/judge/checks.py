@@ -31,23 +31,27 @@ class Checker:
         self.references = references if references is not None else References(0)
         self.device = "cuda" if options.target == "cuda" else "cpu"
 
-    def reference(self, cfg: Case, variant: int, cache: bool = True) -> tuple[dict, tuple]:
+    def reference(self, cfg: Case, variant: int) -> tuple[dict, tuple]:
         """The inputs' digests and, per output, the float64 reference and where it is finite (None: all of
-        it, the usual case) for inputs `variant` of `cfg`. `cache=False` for variants used once (timing's)."""
-        import torch
+        it, the usual case) for inputs `variant` of `cfg`."""
         from kevolve.judge.worker import digest
 
         def compute():
             inputs = self.task.make_inputs(cfg, self.device, variant)
-            up = {n: t.double() if t.dtype.is_floating_point else t for n, t in inputs.items()}
-            expected = []
-            for spec, r in zip(self.task.outputs, self.task.call_reference(up, cfg.size_dict)):
-                r = r.reshape(self.task.shape(spec, cfg.size_dict))
-                finite = torch.isfinite(r) if r.dtype.is_floating_point else None
-                expected.append((r, None if finite is None or bool(finite.all()) else finite))
-            return {n: digest(t) for n, t in inputs.items()}, tuple(expected)
+            return {n: digest(t) for n, t in inputs.items()}, self.expected(cfg, inputs)
         with self.clock("reference"):
-            return self.references.get((cfg.id, variant), compute) if cache else compute()
+            return self.references.get((cfg.id, variant), compute)
+
+    def expected(self, cfg: Case, inputs: dict) -> tuple:
+        """Per output, the float64 reference on `inputs` and where it is finite (None: everywhere)."""
+        import torch
+        up = {n: t.double() if t.dtype.is_floating_point else t for n, t in inputs.items()}
+        expected = []
+        for spec, r in zip(self.task.outputs, self.task.call_reference(up, cfg.size_dict)):
+            r = r.reshape(self.task.shape(spec, cfg.size_dict))
+            finite = torch.isfinite(r) if r.dtype.is_floating_point else None
+            expected.append((r, None if finite is None or bool(finite.all()) else finite))
+        return tuple(expected)
 
     def check_config(self, worker: WorkerProcess, index: int, cfg: Case) -> Measurement:
         worst_abs = worst_rel = 0.0

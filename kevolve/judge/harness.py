@@ -29,7 +29,7 @@ from kevolve.judge.phases import Phases
 from kevolve.judge.process import WorkerDied, WorkerProcess
 from kevolve.judge.results import Comparison, Evaluation, Measurement, Stats
 from kevolve.judge.reuse import Baselines, BaselineTimes, Reuse
-from kevolve.task.spec import Case, Task
+from kevolve.task.spec import Task
 
 
 def evaluate(task: Task, source: str, options: Options) -> Evaluation:

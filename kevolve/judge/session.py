@@ -161,7 +161,6 @@ class Session:
                     _poison(t)
 
     def _export(self, variants: list[int], when: str) -> dict:
-        from kevolve.judge.worker import digest
         outputs = []
         snaps = getattr(self, "snapshots", None) if not self.cuda else None
         for name in self.checked:
@@ -173,9 +172,20 @@ class Session:
                                 "handles": exchange.export(out, self.w.exchange, stem, self.w.ipc)})
         self.snapshots = None
         return {"outputs": outputs,
-                "after": [{n: digest(t) for n, t in s["inputs"].items()} for s in self.slots],
+                "after": [{n: fingerprint(t) for n, t in s["inputs"].items()} for s in self.slots],
                 "overruns": {name: sorted({o for b in self.outs[name] for o in self.w._overruns(b)})
                              for name in self.checked}}
+
+
+def fingerprint(t) -> str:
+    """An exact fingerprint of a tensor's bytes, the same in the worker and the evaluator: BLAKE2 of the
+    bytes on the CPU (fast), the worker's digest on CUDA (computed on the device)."""
+    if t.device.type == "cpu":
+        import hashlib
+        import torch
+        return hashlib.blake2b(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy(), digest_size=16).hexdigest()
+    from kevolve.judge.worker import digest
+    return str(digest(t))
 
 
 def plan_rounds(reps: int, calls: int, cuda: bool, budget_s: float | None, baseline_ms: float | None) -> int:
