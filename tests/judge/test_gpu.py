@@ -96,6 +96,16 @@ def test_a_kernel_that_cheats_while_timed_is_rejected_on_gpu(name, says):
     assert says in ev.failure and NAMES_THE_CALL.search(ev.failure), ev.failure
 
 
+def test_a_kernel_that_cannot_be_captured_is_timed_queued_and_says_so():
+    task = load_task(TIMING_TASK)
+    ev = evaluate(task, kernel("sync_inside.cu"), SHORT)
+    assert ev.correct, ev.failure
+    m = ev.measurements[0]
+    assert m.clock["kernel"] == "queued" and m.clock["eager"] == "graph", m.clock
+    assert "not capturable" in (m.failure or ""), m.failure
+    assert m.kernel.median > 0 and m.checked_calls >= 30
+
+
 def test_seed_is_timed_on_the_graph_clock_with_latency_beside_it(layernorm):
     """Every contender is captured (clock "graph"), the synced latency column is there and not below the
     device time, every timed call was checked, and the speedup carries its interval."""
