@@ -158,7 +158,7 @@ def bench_config(task, cfg, kern, clock, checker, args) -> dict:
     for key, pairs in raw.items():
         if pairs:
             k = key.split(":")[1]
-            per = timing.per_call(pairs, null_g if k == "graph" else nulls[k], n if k == "graph" else 1)
+            per = timing.per_call(pairs, null_g if k == "graph" else nulls[k], n if k == "graph" else 1, graph=k == "graph")
             row[key] = timing.median(per)
     row["kinds"] = "; ".join(kinds) or "all captured"
     try:

@@ -77,7 +77,7 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
             samples[name] = list(raw[name])
             continue
         null = raw["_null_graph"] if kind == "graph" else raw["_null_queued"]
-        samples[name] = timing.per_call(raw[name], null, n if kind == "graph" else 1)
+        samples[name] = timing.per_call(raw[name], null, n if kind == "graph" else 1, graph=kind == "graph")
         latency[name] = timing.per_call(raw[f"latency:{name}"], raw["_null_synced"], 1)
     return Timed(samples, latency, setup["clock"], setup["notes"], checked)
 

@@ -131,13 +131,14 @@ def median(values: list[float]) -> float:
     return s[len(s) // 2] if s else 0.0
 
 
-def per_call(pairs: list, null: list, calls: int = 1) -> list[float]:
+def per_call(pairs: list, null: list, calls: int = 1, graph: bool = False) -> list[float]:
     """Per-call milliseconds from raw (stream, device) samples of one contender and of the empty measurement
     taken the same way (`null`: a graph of flushes only, or an empty queued/synced call): each sample is
-    max(stream, device − sync cost) less the empty measurement's stream time, over `calls` calls. Never
+    max(stream, device − sync cost), less the empty graph's stream time (the flushes) when `graph`, over
+    `calls` calls. Never
     below a nanosecond (a time that low is rejected by the floor rule, not divided by)."""
     sync_cost = median([d - s for s, d in null]) if null else 0.0
-    base = median([s for s, _ in null]) if null and calls > 1 else 0.0
+    base = median([s for s, _ in null]) if null and graph else 0.0
     return [max(1e-6, (max(s, d - sync_cost) - base) / calls) for s, d in pairs]
 
 

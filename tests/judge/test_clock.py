@@ -202,3 +202,12 @@ def test_cli_accepts_the_max_autotune_baseline():
     assert o.baselines == ("eager", "compile", "compile-max-autotune") and o.calls == 4
     with pytest.raises(UsageError):
         options_from({"target": "cpu", "baselines": "eager,max"}, task)
+
+
+def test_graph_samples_lose_the_flushes_and_the_sync_cost():
+    from kevolve.judge.timing import per_call
+    empty = [(1.0, 1.1), (1.0, 1.1), (1.0, 1.1)]                  # 10 flushes: 1 ms; sync: 0.1 ms
+    assert per_call([(1.5, 1.6)], empty, 10, graph=True) == [pytest.approx(0.05)]
+    assert per_call([(1.5, 2.6)], empty, 10, graph=True) == [pytest.approx(0.15)]   # work after the stream's end
+    assert per_call([(1.5, 1.6)], empty, 1, graph=True) == [pytest.approx(0.5)]     # one call per graph
+    assert per_call([(0.2, 0.3)], [(0.0, 0.1)]) == [pytest.approx(0.2)]             # queued: nothing to subtract
