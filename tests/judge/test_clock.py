@@ -75,8 +75,7 @@ def test_a_kernel_that_cheats_while_timed_is_rejected_naming_the_call(one, name,
     assert honest.correct, honest.failure
     ev = judged(one, name)
     if says is None:                                  # honest under the new clock: it must compute every call
-        assert ev.correct, ev.failure
-        assert ev.measurements[0].kernel.median >= 0.5 * honest.measurements[0].kernel.median
+        assert_computes_every_call(one, ev)
         return
     assert not ev.correct and ev.stage == "timing", (ev.stage, ev.failure)
     assert says in ev.failure and NAMES_THE_CALL.search(ev.failure), ev.failure
@@ -93,9 +92,17 @@ def test_a_timed_call_that_breaks_the_contract_is_rejected(one, name, says):
 def test_memoising_by_content_gains_nothing(one):
     """Sampled-content memoisation would skip every repeated input; timed inputs never repeat, so it
     computes every call (accepted, honestly timed)."""
-    honest, memo = judged(one, "seed"), judged(one, "timing_memo_content.cpp")
-    assert memo.correct, memo.failure
-    assert memo.measurements[0].kernel.median >= 0.5 * honest.measurements[0].kernel.median
+    assert_computes_every_call(one, judged(one, "timing_memo_content.cpp"))
+
+
+def assert_computes_every_call(one, ev: Evaluation) -> None:
+    """Accepted with every timed call verified on fresh inputs (so each computed), and not timed like a
+    kernel that skips: at least a tenth of a single-threaded kernel doing the work three times (a skipped
+    call costs microseconds, this work milliseconds; the margin absorbs a loaded 2-core machine)."""
+    assert ev.correct, ev.failure
+    m, thrice = ev.measurements[0], judged(one, "timing_thrice.cpp").measurements[0]
+    assert m.checked_calls == 2 * TIMED.reps
+    assert m.kernel.median >= 0.1 * thrice.kernel.median, (m.kernel, thrice.kernel)
 
 
 def test_timed_inputs_are_fresh_for_every_call_and_every_judgement(one):
