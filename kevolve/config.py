@@ -206,7 +206,8 @@ def validate(c: Config) -> None:
     need(s.dollars is None or s.dollars >= 0, "search.dollars", s.dollars, "null or a number >= 0")
     need(s.in_flight is None or s.in_flight >= 1, "search.in_flight", s.in_flight, "null or an integer >= 1")
     need(s.time_inits in ("first", "all"), "search.time_inits", s.time_inits, "first or all")
-    need(set(s.baselines) <= {"eager", "compile"}, "search.baselines", list(s.baselines), "a subset of [eager, compile]")
+    need(set(s.baselines) <= {"eager", "compile", "compile-max-autotune"}, "search.baselines", list(s.baselines),
+         "a subset of [eager, compile, compile-max-autotune]")
     need(s.baseline_refresh_s is None or s.baseline_refresh_s >= 0, "search.baseline_refresh_s", s.baseline_refresh_s,
          "null or seconds >= 0 (0: with every candidate)")
     ops = s.population.operators

@@ -34,20 +34,24 @@ class Checker:
     def reference(self, cfg: Case, variant: int) -> tuple[dict, tuple]:
         """The inputs' digests and, per output, the float64 reference and where it is finite (None: all of
         it, the usual case) for inputs `variant` of `cfg`."""
-        import torch
         from kevolve.judge.worker import digest
 
         def compute():
             inputs = self.task.make_inputs(cfg, self.device, variant)
-            up = {n: t.double() if t.dtype.is_floating_point else t for n, t in inputs.items()}
-            expected = []
-            for spec, r in zip(self.task.outputs, self.task.call_reference(up, cfg.size_dict)):
-                r = r.reshape(self.task.shape(spec, cfg.size_dict))
-                finite = torch.isfinite(r) if r.dtype.is_floating_point else None
-                expected.append((r, None if finite is None or bool(finite.all()) else finite))
-            return {n: digest(t) for n, t in inputs.items()}, tuple(expected)
+            return {n: digest(t) for n, t in inputs.items()}, self.expected(cfg, inputs)
         with self.clock("reference"):
             return self.references.get((cfg.id, variant), compute)
+
+    def expected(self, cfg: Case, inputs: dict) -> tuple:
+        """Per output, the float64 reference on `inputs` and where it is finite (None: everywhere)."""
+        import torch
+        up = {n: t.double() if t.dtype.is_floating_point else t for n, t in inputs.items()}
+        expected = []
+        for spec, r in zip(self.task.outputs, self.task.call_reference(up, cfg.size_dict)):
+            r = r.reshape(self.task.shape(spec, cfg.size_dict))
+            finite = torch.isfinite(r) if r.dtype.is_floating_point else None
+            expected.append((r, None if finite is None or bool(finite.all()) else finite))
+        return tuple(expected)
 
     def check_config(self, worker: WorkerProcess, index: int, cfg: Case) -> Measurement:
         worst_abs = worst_rel = 0.0
@@ -82,11 +86,14 @@ class Checker:
                 return fail(why)
         return Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, True, worst_abs, worst_rel)
 
-    def compare_files(self, cfg: Case, variant: int, files: dict) -> tuple[str | None, float, float]:
-        """Checks outputs a worker wrote for inputs `variant` (a timed call's, say) against the reference."""
-        _, expected = self.reference(cfg, variant)
+    def compare_files(self, cfg: Case, variant: int, files: dict, call: str | None = None,
+                      expected: tuple | None = None) -> tuple[str | None, float, float]:
+        """Checks outputs a worker wrote for inputs `variant` (a timed call's, named `call`) against the
+        reference (`expected`, when the caller computed it already)."""
+        if expected is None:
+            _, expected = self.reference(cfg, variant)
         with self.clock("reference"):
-            return self._compare(expected, cfg, files, _CALLS.get(variant, "a timed call"))
+            return self._compare(expected, cfg, files, call or _CALLS.get(variant, "a timed call"))
 
     def _compare(self, expected: tuple, cfg: Case, files: dict, call: str) -> tuple[str | None, float, float]:
         """One pass for the verdict (NaN and Inf propagate through the maxima); the diagnosis of a failure

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 USAGE = ("usage: python -m kevolve.evaluate task=NAME kernel=PATH [target=cpu|cuda] [abi=c|torch] "
-         "[shapes=small|bench] [timeout=SECONDS] [reps=N] [baselines=eager,compile]")
-KEYS = {"task", "kernel", "target", "abi", "shapes", "timeout", "reps", "baselines", "budget"}
+         "[shapes=small|bench] [timeout=SECONDS] [reps=N] [calls=N] [baselines=eager,compile,compile-max-autotune]")
+KEYS = {"task", "kernel", "target", "abi", "shapes", "timeout", "reps", "baselines", "budget", "calls"}
 
 
 class UsageError(Exception):
@@ -47,11 +47,13 @@ def options_from(args: dict[str, str], task):
     shapes = args.get("shapes") or default_shapes(target)
     if shapes not in task.shape_sets:
         raise UsageError(f"task {task.name} has no shape set {shapes!r}; known: {', '.join(task.shape_sets)}")
+    from kevolve.judge.options import BASELINES
     baselines = tuple(b for b in args.get("baselines", "eager,compile").split(",") if b)
-    if set(baselines) - {"eager", "compile"}:
-        raise UsageError(f"baselines must be a comma-separated subset of eager,compile, not {args['baselines']!r}")
+    if set(baselines) - set(BASELINES):
+        raise UsageError(f"baselines must be a comma-separated subset of {','.join(BASELINES)}, "
+                         f"not {args['baselines']!r}")
     kw = dict(target=target, abi=abi, shapes=shapes, baselines=baselines)
-    for key, conv, low in (("timeout", float, 1), ("reps", int, 1), ("budget", float, 0.01)):
+    for key, conv, low in (("timeout", float, 1), ("reps", int, 1), ("budget", float, 0.01), ("calls", int, 1)):
         if key in args:
             try:
                 value = conv(args[key])

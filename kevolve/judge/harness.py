@@ -16,21 +16,20 @@ Python objects in memory (the static rules forbid the means; see `judge.rules`).
 """
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 from kevolve.judge import build as builder
-from kevolve.judge import exchange, rules
+from kevolve.judge import exchange, noise, rules, timed
 from kevolve.judge.checks import Checker
 from kevolve.judge.options import Options
 from kevolve.judge.phases import Phases
 from kevolve.judge.process import WorkerDied, WorkerProcess
-from kevolve.judge.results import Evaluation, Measurement, Stats
-from kevolve.judge.reuse import BaselineTimes, Reuse
-from kevolve.task.spec import Case, Task
+from kevolve.judge.results import Comparison, Evaluation, Measurement, Stats
+from kevolve.judge.reuse import Baselines, BaselineTimes, Reuse
+from kevolve.task.spec import Task
 
 
 def evaluate(task: Task, source: str, options: Options) -> Evaluation:
@@ -63,12 +62,14 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
     device_name, bandwidth, measurements = "", None, []
     clock = Phases()
     baselines_reused = False               # some configuration's baseline times came from `reuse`
+    speedup_ci = None
 
     def verdict(stage: str = "done", failure: str | None = None, ms: list | None = None) -> Evaluation:
         return Evaluation(**base, correct=failure is None, stage=stage, failure=failure,
                           measurements=tuple(measurements if ms is None else ms),
                           eval_seconds=time.perf_counter() - start, device=device_name, bandwidth_gbs=bandwidth,
-                          phases=clock.done(), baselines_reused=baselines_reused, log=worker.stderr_text()[-4000:])
+                          phases=clock.done(), baselines_reused=baselines_reused, log=worker.stderr_text()[-4000:],
+                          speedup_ci=speedup_ci if failure is None else None)
     try:
         try:
             with clock("load"):
@@ -95,11 +96,11 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
         worker.call("release", 60)
         if options.time_kernel:
             known = reuse.baselines if reuse and not fresh_baselines else None
-            timed, wrong, baselines_reused = _time_all(worker, task, configs, measurements, options, bandwidth,
-                                                       checker, clock, known)
+            done, wrong, baselines_reused, ci = _time_all(worker, task, configs, measurements, options, bandwidth,
+                                                          checker, clock, known)
             if wrong is not None:
-                return verdict("timing", f"{wrong.config}: {wrong.failure}", timed + [wrong])
-            measurements = timed
+                return verdict("timing", f"{wrong.config}: {wrong.failure}", done + [wrong])
+            measurements, speedup_ci = done, ci
         return verdict()
     except WorkerDied as e:
         stage = "correctness" if len(measurements) < len(configs) or not options.time_kernel else "timing"
@@ -111,54 +112,111 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
 
 
 def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Measurement], options: Options,
-              bandwidth: float, checker: Checker, clock: Phases,
-              known_baselines: BaselineTimes | None) -> tuple[list[Measurement], Measurement | None, bool]:
+              bandwidth: float, checker: Checker, clock: Phases, known_baselines: BaselineTimes | None
+              ) -> tuple[list[Measurement], Measurement | None, bool, tuple | None]:
     """Times one configuration per (shape, init) — per shape with time_inits="first" — the first seed's.
     Baselines timed recently by this evaluator (`known_baselines`) are reused, and only the kernel is timed.
-    Returns the measurements, the configuration whose last timed call gave a wrong answer, if any (timed
-    calls must compute too), and whether any baseline times were reused."""
-    out, timed, reused = [], set(), False
+    Every timed call of the kernel is checked (`judge.timed`); a time under 0.8× the memory floor is a
+    rejection, one under the floor is timed again. Returns the measurements, the configuration that failed
+    (a wrong timed call, an impossible time), whether baseline times were reused, and the speedup's 95%
+    bootstrap interval."""
+    out, reused, pairs = [], False, []
+    chosen = _timed_configs(configs, options)
     for i, (cfg, m) in enumerate(zip(configs, measurements)):
-        key = (cfg.shape_id, cfg.init if options.time_inits == "all" else "")
-        if key in timed:
+        if i not in chosen:
             out.append(m)
             continue
-        timed.add(key)
         known = known_baselines.get(cfg.id) if known_baselines is not None else None
         reused = reused or known is not None
-        wanted = [] if known else list(options.baselines)
-        prep = {}
+        wanted = () if known else tuple(options.baselines)
+        notes = {}
         if wanted:
             with clock("baselines"):
-                prep = worker.call("prepare", 600 + options.timeout, config=i, baselines=wanted)
-        limit = options.timeout + 3 * options.budget_s * (1 + len(wanted)) + 60
-        with clock("time"):
-            reply = worker.call("time", limit, config=i, reps=options.reps, budget_s=options.budget_s,
-                                baselines=wanted, rotate=_rotations(task, cfg, options))
-        if "error" in reply:
-            raise WorkerDied("crash", f"while timing: {reply['error']}")
-        if "outputs" in reply:
-            why, _, _ = checker.compare_files(cfg, reply["variant"], reply["outputs"])
-            if why:
-                return out, Measurement(**{**m.__dict__, "correct": False, "failure": why}), reused
-        s = reply["samples"]
-        if known:
-            base_stats, notes = known
-        else:
-            base_stats = {b: Stats.of(s[b]) for b in ("eager", "compile") if b in s}
-            notes = {**prep.get("notes", {}), **reply.get("notes", {})}
-            if known_baselines is not None:
-                known_baselines.put(cfg.id, (base_stats, notes))
+                notes = worker.call("prepare", 600 + options.timeout, config=i, baselines=list(wanted)).get("notes", {})
         floor_ms = task.floor(cfg.size_dict) / (bandwidth * 1e9) * 1e3 if bandwidth else None
-        failure = "; ".join(f"{k}: {v}" for k, v in notes.items()) or None
-        out.append(Measurement(**{**m.__dict__, "kernel": Stats.of(s["kernel"]), "eager": base_stats.get("eager"),
-                                  "compile": base_stats.get("compile"), "floor_ms": floor_ms, "failure": failure}))
-    return out, None, reused
+        for attempt in (1, 2):                        # near the floor: once more
+            with clock("time"):
+                t = timed.time_config(worker, checker, cfg, i, options, wanted, baseline_ms=known and known.slowest_ms)
+            if t.failure:
+                return out, _failed(m, t.failure, t.checked_calls), reused, None
+            kernel_ms = Stats.of(t.samples["kernel"]).median
+            floor = timed.floor_verdict(kernel_ms, floor_ms, options.target)
+            if floor != "near":
+                break
+        if floor == "below":
+            return out, _failed(m, f"timed at {kernel_ms * 1e3:.1f} us per call, under {timed.FLOOR_REJECT}x the "
+                                   f"memory floor ({floor_ms * 1e3:.1f} us at {bandwidth:.0f} GB/s): no kernel moves "
+                                   f"{task.floor(cfg.size_dict)} bytes that fast — work skipped, or hidden from the "
+                                   "clock", t.checked_calls), reused, None
+        base = known or Baselines.of(t, wanted, notes)
+        if known_baselines is not None and not known:
+            known_baselines.put(cfg.id, base)
+        mine = Measurement(**{**m.__dict__, "kernel": Stats.of(t.samples["kernel"]), "floor_ms": floor_ms,
+                              "checked_calls": t.checked_calls})
+        out.append(base.apply(mine, t))
+        best = out[-1].best_torch_name
+        if best:
+            pairs.append((base.samples[best], t.samples["kernel"]))
+    return out, None, reused, noise.ratio_ci(pairs)
 
 
-def _rotations(task: Task, cfg: Case, options: Options) -> int:
-    import torch
-    nbytes = sum(math.prod(task.shape(s, cfg.size_dict)) * torch.empty(0, dtype=getattr(torch, s.dtype)).element_size()
-                 for s in task.inputs + task.outputs)
-    limit = (16 << 30) if options.target == "cuda" else (1 << 30)
-    return max(1, min(options.rotate, limit // max(nbytes, 1)))
+def _failed(m: Measurement, why: str, checked: int) -> Measurement:
+    return Measurement(**{**m.__dict__, "correct": False, "failure": why, "checked_calls": checked})
+
+
+def _timed_configs(configs, options: Options) -> set[int]:
+    """Indices of the configurations to time: one per (shape, init), or per shape with time_inits="first"."""
+    chosen, seen = set(), set()
+    for i, cfg in enumerate(configs):
+        key = (cfg.shape_id, cfg.init if options.time_inits == "all" else "")
+        if key not in seen:
+            seen.add(key)
+            chosen.add(i)
+    return chosen
+
+
+def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str | None = None,
+            module_b: str | None = None) -> Comparison:
+    """Times two built kernels paired and interleaved in one fresh worker, on the same fresh inputs, every
+    call of both checked, on the configurations `judge` would time. For the search: a candidate replaces
+    the best only if `Comparison.faster == "a"` (a = candidate, b = incumbent)."""
+    start = time.perf_counter()
+    configs = task.configs(options.shapes)
+    files = Path(tempfile.mkdtemp(prefix="kevolve-", dir=exchange.files_root()))
+    worker = WorkerProcess(options)
+    base = dict(task=task.name, target=options.target, shapes=options.shapes)
+    ids, pairs, clocks, device = [], [], {}, ""
+
+    def result(failure: str | None = None) -> Comparison:
+        ratios = tuple(noise.geomean_ratio([p]) for p in pairs)
+        ci = None if failure else noise.ratio_ci(pairs)
+        return Comparison(**base, configs=tuple(ids), ratios=ratios, ratio=None if failure else noise.geomean_ratio(pairs),
+                          ci=ci, indistinguishable=bool(ci and ci[0] <= 1.0 <= ci[1]), clock=clocks,
+                          failure=failure, device=device, seconds=time.perf_counter() - start)
+    try:
+        info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_a, abi=options.abi,
+                           target=options.target, module=module_a, exchange=str(files), threads=options.threads)
+        if "error" in info:
+            return result(f"kernel a: load error: {info['error']}")
+        device = info["device"]
+        other = worker.call("load_other", options.timeout + 60, lib=lib_b, module=module_b)
+        if "error" in other:
+            return result(f"kernel b: load error: {other['error']}")
+        worker.call("set_configs", 60, shapes=options.shapes)
+        if options.target == "cuda":
+            ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
+            worker.call("set_exchange", 60, ipc=ipc)
+        checker = Checker(task, options)
+        for i in sorted(_timed_configs(configs, options)):
+            t = timed.time_config(worker, checker, configs[i], i, options, (), other=True)
+            if t.failure:
+                return result(f"{configs[i].id}: {t.failure}")
+            ids.append(configs[i].id)
+            pairs.append((t.samples["kernel"], t.samples["other"]))
+            clocks[configs[i].id] = {"a": t.clock["kernel"], "b": t.clock["other"]}
+        return result()
+    except WorkerDied as e:
+        return result(f"{e.kind}: {e.detail}")
+    finally:
+        worker.close()
+        shutil.rmtree(files, ignore_errors=True)

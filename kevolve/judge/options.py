@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+BASELINES = ("eager", "compile", "compile-max-autotune")   # compile-max-autotune: mode max-autotune-no-cudagraphs
+
 
 @dataclass(frozen=True)
 class Options:
@@ -15,10 +17,10 @@ class Options:
     abi: str = "c"
     shapes: str = "small"
     timeout: float = 60.0          # seconds any one step that runs candidate code may take
-    baselines: tuple[str, ...] = ("eager", "compile")
-    reps: int = 100                # at most this many timed calls per function and configuration...
-    budget_s: float = 0.5          # ...or until this many seconds per function are spent
-    rotate: int = 3                # input sets the timed calls rotate through
+    baselines: tuple[str, ...] = ("eager", "compile")   # any of BASELINES; "best torch" is the fastest timed
+    reps: int = 100                # timed calls per contender and configuration, fixed before timing starts...
+    budget_s: float = 0.5          # ...fewer when `reps` calls of the slowest baseline (its warm-up) take longer
+    calls: int = 10                # calls per round, each on fresh inputs with its own buffers (one CUDA graph)
     time_kernel: bool = True
     time_inits: str = "all"        # time every (shape, init), or "first": one init per shape (the search's default)
     gpu: int | None = None         # CUDA device index the evaluator owns (None: what CUDA_VISIBLE_DEVICES gives)

@@ -1,7 +1,9 @@
 """The messages the evaluation core hands back: frozen dataclasses, plain data, JSON round-trippable.
 
-`Measurement` is one configuration's numbers; `Evaluation` is the verdict on one kernel over a shape set.
-Fitness is the geometric mean over timed configurations of (best torch time / kernel time).
+`Measurement` is one configuration's numbers; `Evaluation` is the verdict on one kernel over a shape set;
+`Comparison` is two kernels timed paired (`harness.compare`). Times are per call on the clock named in
+`Measurement.clock` (see `judge.timing`: device time on CUDA, wall time on the CPU). Fitness is the
+geometric mean over timed configurations of (best torch time / kernel time).
 """
 from __future__ import annotations
 
@@ -43,17 +45,29 @@ class Measurement:
     eager: Stats | None = None
     compile: Stats | None = None
     floor_ms: float | None = None   # floor bytes / measured copy bandwidth
+    autotune: Stats | None = None   # torch.compile mode=max-autotune-no-cudagraphs (baseline compile-max-autotune)
+    clock: dict = field(default_factory=dict)    # contender -> graph | queued | wall (see judge.timing)
+    latency: dict = field(default_factory=dict)  # contender -> Stats of one synced call, launch included (CUDA)
+    launch_bound: bool = False      # the kernel's or best torch's device time is within its launch cost
+    checked_calls: int = 0          # timed and warm-up kernel calls whose outputs were checked
+
+    def baseline(self, name: str) -> Stats | None:
+        return {"eager": self.eager, "compile": self.compile, "compile-max-autotune": self.autotune}.get(name)
+
+    @property
+    def best_torch_name(self) -> str | None:
+        timed = [(s.median, n) for n in ("eager", "compile", "compile-max-autotune") if (s := self.baseline(n))]
+        return min(timed)[1] if timed else None
 
     @property
     def best_torch(self) -> float | None:
-        times = [s.median for s in (self.eager, self.compile) if s is not None]
-        return min(times) if times else None
+        name = self.best_torch_name
+        return self.baseline(name).median if name else None
 
     def speedup(self, over: str = "best") -> float | None:
         if self.kernel is None or self.kernel.median <= 0:
             return None
-        base = {"best": self.best_torch, "eager": self.eager and self.eager.median,
-                "compile": self.compile and self.compile.median}[over]
+        base = self.best_torch if over == "best" else (s.median if (s := self.baseline(over)) else None)
         return base / self.kernel.median if base else None
 
     @property
@@ -80,6 +94,7 @@ class Evaluation:
     phases: dict = field(default_factory=dict, compare=False)  # seconds per judging phase (see harness.judge)
     baselines_reused: bool = False  # baseline times from this evaluator's recent judgements, not interleaved
     log: str = field(default="", compare=False)
+    speedup_ci: tuple | None = None  # 95% bootstrap interval of `speedup` over the timed samples (judge.noise)
 
     def _geo(self, fn) -> float | None:
         vals = [fn(m) for m in self.measurements if m.kernel is not None]
@@ -113,6 +128,8 @@ class Evaluation:
                 "compiled": self.compiled, "correct": self.correct, "failure": self.failure,
                 "stage": self.stage, "speedup": self.speedup, "speedup_eager": self.speedup_eager,
                 "speedup_compile": self.speedup_compile, "floor_fraction": self.floor_fraction,
+                "speedup_ci": list(self.speedup_ci) if self.speedup_ci else None,
+                "launch_bound": sum(m.launch_bound for m in self.measurements),
                 "configs": len(self.measurements), "device": self.device,
                 "build_seconds": round(self.build_seconds, 3), "eval_seconds": round(self.eval_seconds, 3),
                 "phases": {k: round(v, 3) for k, v in self.phases.items()}}
@@ -125,7 +142,35 @@ class Evaluation:
         d = json.loads(text)
         ms = []
         for m in d.pop("measurements"):
-            for k in ("kernel", "eager", "compile"):
-                m[k] = Stats(**m[k]) if m[k] else None
+            for k in ("kernel", "eager", "compile", "autotune"):
+                m[k] = Stats(**m[k]) if m.get(k) else None
+            m["latency"] = {k: Stats(**v) for k, v in m.get("latency", {}).items()}
             ms.append(Measurement(**m))
+        if d.get("speedup_ci"):
+            d["speedup_ci"] = tuple(d["speedup_ci"])
         return Evaluation(measurements=tuple(ms), **d)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two built kernels, a and b, timed paired and interleaved in one worker on the same fresh inputs, every
+    call of both checked (`harness.compare`). `ratio` < 1: a is faster."""
+    task: str
+    target: str
+    shapes: str
+    configs: tuple[str, ...] = ()
+    ratios: tuple[float, ...] = ()          # per configuration: median time of a / median time of b
+    ratio: float | None = None              # geometric mean of `ratios`
+    ci: tuple[float, float] | None = None   # 95% bootstrap interval of `ratio` over paired samples
+    indistinguishable: bool = False         # the interval contains 1.0: neither is shown faster
+    clock: dict = field(default_factory=dict)   # configuration -> {"a": clock, "b": clock}
+    failure: str | None = None              # a wrong timed call ("kernel a: ..." / "kernel b: ..."), a crash
+    device: str = ""
+    seconds: float = 0.0
+
+    @property
+    def faster(self) -> str | None:
+        """"a" or "b" when the interval excludes 1.0, else None."""
+        if self.failure or self.ci is None or self.indistinguishable:
+            return None
+        return "a" if self.ci[1] < 1.0 else "b"

@@ -3,10 +3,15 @@ the float64 references, and recent baseline times.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+from dataclasses import dataclass
 
 from kevolve.judge.options import Options
 from kevolve.judge.process import WorkerProcess
+from kevolve.judge.results import Measurement, Stats
+
+LAUNCH_BOUND_MS = 0.005     # device time under 5 µs: launch cost (several µs) is of the same order
 
 
 class References:
@@ -31,8 +36,48 @@ class References:
         return value
 
 
+@dataclass(frozen=True)
+class Baselines:
+    """The torch baselines' times on one configuration, as `judge.timed` measured them: per-call samples
+    (device time on CUDA), synced latency samples, the clock each was timed on, and notes (a failed compile)."""
+    samples: dict
+    latency: dict
+    clock: dict
+    notes: dict
+
+    @staticmethod
+    def of(t, names, notes: dict) -> "Baselines":
+        """From a `timed.Timed` of this configuration."""
+        pick = lambda d: {n: d[n] for n in names if n in d}  # noqa: E731
+        return Baselines(pick(t.samples), pick(t.latency), pick(t.clock), {**notes, **pick(t.notes)})
+
+    @property
+    def slowest_ms(self) -> float | None:
+        """What one call of the slowest baseline costs, launch included: sets how many reps fit the budget."""
+        times = [Stats.of(v).median for v in (self.latency or self.samples).values() if v]
+        return max(times) if times else None
+
+    def apply(self, m: Measurement, t) -> Measurement:
+        """`m` (the kernel's times set) with these baselines, the latency and clock columns and the
+        launch-bound flag: the kernel's or best torch's device time under 5 µs, or under its own launch cost
+        (synced latency − device time > device time)."""
+        stats = {n: Stats.of(v) for n, v in self.samples.items() if v}
+        latency = {n: Stats.of(v) for n, v in {**self.latency, "kernel": t.latency.get("kernel")}.items() if v}
+        m = dataclasses.replace(m, eager=stats.get("eager"), compile=stats.get("compile"),
+                                autotune=stats.get("compile-max-autotune"), latency=latency,
+                                clock={**self.clock, "kernel": t.clock.get("kernel", "")})
+        notes = {**self.notes, **({"kernel": t.notes["kernel"]} if "kernel" in t.notes else {})}
+        bound = False
+        for name in ("kernel", m.best_torch_name):
+            dev = m.kernel if name == "kernel" else m.baseline(name) if name else None
+            if dev is not None and name in latency:
+                bound = bound or dev.median < LAUNCH_BOUND_MS or latency[name].median - dev.median > dev.median
+        failure = "; ".join(f"{k}: {v}" for k, v in notes.items()) or None
+        return dataclasses.replace(m, launch_bound=bound, failure=failure)
+
+
 class BaselineTimes:
-    """torch eager / torch.compile times per configuration, reused for `refresh_s` seconds.
+    """`Baselines` per configuration, reused for `refresh_s` seconds.
 
     Baselines do not depend on the candidate; timing them for each one (and compiling torch.compile in
     each fresh worker) is most of a search's judging time. Every `refresh_s` they are timed again,

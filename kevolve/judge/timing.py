@@ -1,16 +1,29 @@
-"""Timing, the same code for a candidate and for torch's baselines (runs inside the worker).
+"""How we time: the clock, the same code for a candidate and for torch's baselines (runs inside the worker).
 
-Each timed call, on CUDA: flush the L2 (a memset larger than the cache, enqueued before the start event so
-the launch overhead hides behind it), record the start event, call, record an end event, synchronise the
-whole device, record a third event. A sample is the larger of the stream time (start→end) and the device
-time (start→third, less the median cost of the synchronisation, measured on an empty call the same way):
-work hidden on another stream or thread is counted, and no kernel is timed faster than its own stream
-shows. On the CPU: flush the last-level cache by writing a buffer twice its size, then a monotonic clock.
+What a number means. On CUDA the headline time of a call is its device time with the host's launch overhead
+removed, measured the same way for the kernel and every baseline:
+- graph clock (the default): a CUDA graph holds N × (L2 flush, call), each call on its own freshly drawn
+  inputs and, for a kernel, its own output buffers. One sample is one replay: events around `replay()` on
+  the stream (stream time), then a device-wide synchronisation and a third event (device time). The same
+  is done for a graph of N flushes alone; a call's time is (max(stream, device − sync cost) − flushes) / N,
+  where the sync cost and the flushes' time are the medians of that empty graph's samples. Host work
+  (ctypes, Python, torch.compile's guards and launcher) does not run on replay, so it is not counted;
+  every byte the call moves comes from DRAM, since the flush evicted the L2 before it.
+- queued clock (when a callable cannot be captured: capture raises, or torch.compile refuses): per call,
+  the flush is enqueued, then the start event, the call, the end event — no synchronisation between, so the
+  host's launch overhead hides behind the flush (triton's `do_bench` style) — then a device-wide
+  synchronisation and a third event; the sample is max(stream, device − sync cost) as above.
+- synced latency (a second column, never the headline): synchronise the device, events around one call,
+  synchronise the device again: what a caller who waits for each call sees, launch overhead included.
+The device term (after a device-wide synchronisation) counts work a call hides on another stream, a
+persistent kernel or a thread; the stream term keeps a call from timing faster than its own stream shows.
 
-Calls are interleaved — kernel, eager, compile, kernel, eager, … with the order rotated every repetition — so
-clock drift and thermal state affect all alike, and inputs rotate among several sets. Warm-up calls come
-first. Returns every sample in milliseconds; the caller summarises (median, spread).
-Not guaranteed: stable numbers on a busy machine — compare ratios measured side by side in one run.
+On the CPU there is no launch overhead to remove: a sample is the wall time of one call (monotonic clock)
+after the last-level cache is flushed by writing a buffer twice its size.
+
+What a number does not mean: stable across machines or a busy GPU — compare ratios measured side by side,
+interleaved, in one worker. The verification of timed calls (fresh inputs per call, outputs poisoned
+before and checked after every call) is `judge.session` and `judge.timed`; this module only measures.
 """
 from __future__ import annotations
 
@@ -21,7 +34,8 @@ from typing import Callable
 _FLUSH: dict[str, object] = {}
 
 
-def _flush_buffer(device: str):
+def flush_buffer(device: str):
+    """The buffer whose rewrite evicts the cache: 2 × L2 (at least 64 MiB) on CUDA, 2 × LLC on the CPU."""
     import torch
     if device not in _FLUSH:
         if device == "cuda":
@@ -49,68 +63,83 @@ def _llc_bytes() -> int:
     return best or (32 << 20)
 
 
-def interleaved(fns: dict[str, Callable[[int], None]], device: str, reps: int = 100, budget_s: float = 1.0,
-                rotate: int = 1, warmup: int = 3, min_reps: int = 5,
-                prepare: dict[str, Callable[[int], None]] | None = None) -> dict[str, list[float]]:
-    """Times each `fn(k)` (k = input set) interleaved; stops at `reps` or when `budget_s` is spent.
-    `prepare[name](k)` runs before each of that function's calls, outside the timed interval (the
-    harness poisons the kernel's outputs there, so a timed call cannot skip work a checked call does).
+class CudaClock:
+    """Samples as (stream ms, device ms) pairs; every method returns once the device is idle."""
 
-    Each sample is max(stream time, device time - synchronisation cost): the stream time (start and end
-    events around the call on the given stream) is exact for work on that stream, and a lower bound that
-    keeps a tiny kernel from being timed as zero; the device time (end event after a device-wide
-    synchronisation, less that synchronisation's median cost measured on an empty call) catches work
-    hidden on other streams or threads."""
-    flush = _flush_buffer(device)
-    names = list(fns)
-    for _ in range(warmup):
-        for n in names:
-            fns[n](0)
-    timer = _cuda_timer(flush) if device == "cuda" else _cpu_timer(flush)
-    if device == "cuda":
+    def __init__(self):
         import torch
-        torch.cuda.synchronize()
-    raw: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
-    null: list[tuple[float, float]] = []
-    start = time.perf_counter()
-    for r in range(reps):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for n in order:
-            if prepare and n in prepare:
-                prepare[n](r % rotate)
-            raw[n].append(timer(lambda: fns[n](r % rotate)))
-        null.append(timer(lambda: None))
-        if r + 1 >= min_reps and time.perf_counter() - start > budget_s * len(names):
-            break
-    sync_cost = sorted(d for _, d in null)[len(null) // 2]
-    return {n: [max(s, d - sync_cost) for s, d in v] for n, v in raw.items()} | {"_sync": [d for _, d in null]}
+        self.torch, self.flush = torch, flush_buffer("cuda")
+        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
 
+    def capture(self, call: Callable[[int], None], n: int):
+        """A CUDA graph of n × (flush, call(i)), captured on torch's capture stream (a C-ABI kernel must take
+        `torch.cuda.current_stream()` at call time). Raises whatever capture raises."""
+        torch = self.torch
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                for i in range(n):
+                    self.flush.zero_()
+                    call(i)
+        except BaseException:
+            try:                          # a failed capture leaves nothing queued; make sure of it
+                torch.cuda.synchronize()
+            except RuntimeError:
+                pass
+            raise
+        return graph
 
-def _cuda_timer(flush):
-    import torch
-    start, end, after_sync = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    def replay(self, graph) -> tuple[float, float]:
+        return self._around(graph.replay, flush=False, sync_first=False)
 
-    def timed(call) -> tuple[float, float]:
-        flush.zero_()
-        torch.cuda.synchronize()          # nothing (a side stream's work included) may start before `start`
+    def queued(self, call: Callable[[], None]) -> tuple[float, float]:
+        return self._around(call, flush=True, sync_first=False)
+
+    def synced(self, call: Callable[[], None]) -> tuple[float, float]:
+        return self._around(call, flush=True, sync_first=True)
+
+    def _around(self, call, flush: bool, sync_first: bool) -> tuple[float, float]:
+        torch = self.torch
+        start, end, after = self.events
+        if flush:
+            self.flush.zero_()
+        if sync_first:
+            torch.cuda.synchronize()
         start.record()
         call()
         end.record()
-        torch.cuda.synchronize()          # device-wide: side streams and threads are counted
-        after_sync.record()
-        after_sync.synchronize()
-        return start.elapsed_time(end), start.elapsed_time(after_sync)
-    return timed
+        torch.cuda.synchronize()          # device-wide: other streams, persistent kernels, threads' launches
+        after.record()
+        after.synchronize()
+        return start.elapsed_time(end), start.elapsed_time(after)
 
 
-def _cpu_timer(flush):
-    def timed(call) -> tuple[float, float]:
-        flush.fill_(1.0)
+class CpuClock:
+    def __init__(self):
+        self.flush = flush_buffer("cpu")
+
+    def wall(self, call: Callable[[], None]) -> float:
+        self.flush.fill_(1.0)
         t0 = time.perf_counter()
         call()
-        t = (time.perf_counter() - t0) * 1e3
-        return t, t                       # the host clock already sees everything the call did
-    return timed
+        return (time.perf_counter() - t0) * 1e3
+
+
+# ---------------------------------------------------------------------- from raw pairs to per-call times
+def median(values: list[float]) -> float:
+    s = sorted(values)
+    return s[len(s) // 2] if s else 0.0
+
+
+def per_call(pairs: list, null: list, calls: int = 1, graph: bool = False) -> list[float]:
+    """Per-call milliseconds from raw (stream, device) samples of one contender and of the empty measurement
+    taken the same way (`null`: a graph of flushes only, or an empty queued/synced call): each sample is
+    max(stream, device − sync cost), less the empty graph's stream time (the flushes) when `graph`, over
+    `calls` calls. Never
+    below a nanosecond (a time that low is rejected by the floor rule, not divided by)."""
+    sync_cost = median([d - s for s, d in null]) if null else 0.0
+    base = median([s for s, _ in null]) if null and graph else 0.0
+    return [max(1e-6, (max(s, d - sync_cost) - base) / calls) for s, d in pairs]
 
 
 def copy_bandwidth(device: str) -> float:

@@ -8,8 +8,9 @@ inputs before and after the call. The evaluator compares.
 
 Commands: `init` (load task and library; torch is imported before the first request, so a spare worker
 is ready), `set_configs`, `ipc_probe` / `set_exchange` (how outputs travel), `check` (one correctness
-call), `release` (free the correctness buffers), `prepare` (torch.compile the baseline), `time` (kernel
-and torch baselines interleaved), `exit`. Every answer is one JSON object; an exception becomes `{"error": ...}`.
+call), `release` (free the correctness buffers), `prepare` (torch.compile the baselines), `load_other` (a
+second kernel, for paired comparison), `time_setup` / `time_round` / `time_end` (one configuration's timing
+session, `judge.session`: kernel and torch baselines interleaved, every kernel call checked), `exit`. Every answer is one JSON object; an exception becomes `{"error": ...}`.
 A crash or hang kills only this process; the evaluator turns it into a verdict.
 """
 from __future__ import annotations
@@ -110,7 +111,7 @@ class Worker:
         return {}
 
     def prepare(self, config: int, baselines: list[str]) -> dict:
-        """Compiles the torch.compile baseline for this configuration's shape (slow once, cached after)."""
+        """Compiles the torch.compile baselines for this configuration's shape (slow once, cached after)."""
         cfg = self.task_configs[config]
         probe = self._allocate(cfg.size_dict)
         for name, t in self.task.make_inputs(cfg, self.device, 99).items():
@@ -121,38 +122,62 @@ class Worker:
         self._sync()
         return {"notes": notes}
 
-    def time(self, config: int, reps: int, budget_s: float, baselines: list[str], rotate: int) -> dict:
-        """Times the kernel and the baselines interleaved on the same rotating inputs; samples in ms."""
-        from kevolve.judge import timing
-        task, cfg = self.task, self.task_configs[config]
-        sizes = cfg.size_dict
-        sets = [self._allocate(sizes) for _ in range(rotate)]
-        for k, buf in enumerate(sets):
-            for name, t in task.make_inputs(cfg, self.device, 100 + k).items():
-                buf["inputs"][name].copy_(t)
-        stream = self._stream()
-        args = lambda k: [sets[k]["inputs"][s.name] for s in task.inputs]  # noqa: E731
-        fns = {"kernel": lambda k: self._timed_kernel(sets[k], sizes, stream)}
-        notes = {}
-        for which in baselines:
-            fn = self._baseline(which, sizes, args(0), notes)
-            if fn is not None:
-                fns[which] = (lambda f: lambda k: f(*args(k)))(fn)
-        last = {}
+    def load_other(self, lib: str, module: str | None = None) -> dict:
+        """Loads a second kernel, timed paired with the first by `harness.compare` (same checks)."""
+        from kevolve.task.abi import CKernel, TorchKernel
+        if self.abi == "c":
+            self.other = CKernel(lib, self.task, self.target)
+        else:
+            spec = importlib.util.spec_from_file_location(module, lib)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            self.other = TorchKernel(mod, self.task)
+        return {}
 
-        def poison(k: int) -> None:               # outside the timed interval: every timed call must compute
-            last["k"] = k
-            for t in list(sets[k]["outputs"].values()) + [sets[k]["workspace"]]:
-                _poison(t)
-        prepare = {"kernel": poison} if self.abi == "c" else None
-        samples = timing.interleaved(fns, self.device, reps=reps, budget_s=budget_s, rotate=rotate, prepare=prepare)
-        self._sync()
-        if prepare:                               # the last timed call's outputs go back to be checked
-            k = last["k"]
-            self._timed_sets = sets               # alive until the next request (their IPC handles are read)
-            return {"samples": samples, "notes": notes, "variant": 100 + k,
-                    "outputs": self._export(sets[k]["outputs"], config, 100 + k)}
-        return {"samples": samples, "notes": notes}
+    def time_setup(self, config: int, baselines: list[str], seed: int, calls: int, reps: int,
+                   budget_s: float | None = None, baseline_ms: float | None = None, other: bool = False) -> dict:
+        """Starts one configuration's timing session (`judge.session`): buffers for `calls` calls per round,
+        warm-up of every contender on inputs drawn from `seed` (sent now, after the kernel is loaded),
+        CUDA graphs captured. Replies with the rounds to run (fixed now), the clock per contender and the
+        warm-up's outputs to check."""
+        from kevolve.judge.session import Session, calls_per_round, plan_rounds
+        self.session = None
+        if self.target == "cuda":
+            import torch
+            torch.cuda.empty_cache()
+        notes = self.prepare(config, baselines)["notes"] if baselines else {}
+        cfg = self.task_configs[config]
+        sizes = cfg.size_dict
+        fns = {}
+        for which in baselines:
+            fn = self._baseline(which, sizes, None, notes)
+            if fn is not None:
+                fns[which] = fn
+        checked = {"kernel": self.kernel, **({"other": self.other} if other else {})}
+        n = calls_per_round(calls, reps, self._call_bytes(sizes) * len(checked), self.target == "cuda")
+        session = Session(self, config, checked, fns, n)
+        warm, slowest = session.warmup([seed + i for i in range(len(session.slots))])
+        self.session = session
+        rounds = plan_rounds(reps, n, self.target == "cuda", budget_s, baseline_ms or slowest)
+        clock = {name: session.kind.get(name, "wall") for name in session.calls}
+        return {**warm, "rounds": rounds, "calls": n, "inputs": len(session.slots), "clock": clock,
+                "notes": {**notes, **session.notes}}
+
+    def time_round(self, variants: list[int]) -> dict:
+        """One round of the session: every contender timed interleaved on inputs `variants`; the kernels'
+        outputs of every call come back to be checked."""
+        return self.session.run_round(variants)
+
+    def time_end(self) -> dict:
+        self.session = None
+        self.release()
+        return {}
+
+    def _call_bytes(self, sizes: dict) -> int:
+        import torch
+        t = self.task
+        size = lambda s: math.prod(t.shape(s, sizes)) * torch.empty(0, dtype=getattr(torch, s.dtype)).element_size()  # noqa: E731
+        return sum(size(s) for s in t.inputs + t.outputs) + t.workspace(sizes)
 
     # ------------------------------------------------------------------ helpers
     def ipc_probe(self) -> dict:
@@ -204,31 +229,26 @@ class Worker:
                 bad.append(name)
         return bad
 
-    def _timed_kernel(self, buf: dict, sizes: dict, stream) -> None:
-        outputs = buf["outputs"] if self.abi == "c" else None
-        rc = self.kernel(buf["inputs"], outputs, sizes, buf["workspace"], stream)
-        if rc != 0:
-            raise RuntimeError(f"kernel returned {rc} while being timed")
-
-    def _baseline(self, which: str, sizes: dict, probe_args: list, notes: dict):
-        """torch eager, or torch.compile compiled once per shape (a failure to compile is noted, not fatal)."""
+    def _baseline(self, which: str, sizes: dict, probe_args: list | None, notes: dict):
+        """torch eager, or torch.compile (default mode, or max-autotune without CUDA graphs) compiled once per
+        shape on `probe_args` (a failure to compile is noted, not fatal; None: not compiled yet)."""
         import torch
         task, scalars = self.task, self.task.scalar_values()
         fn = lambda *ins: task.baseline(*ins, **sizes, **scalars)  # noqa: E731
         if which == "eager":
             return fn
-        key = tuple(sorted(sizes.items()))
-        if key not in self.compiled:
+        key = (which, tuple(sorted(sizes.items())))
+        if key not in self.compiled and probe_args is not None:
             try:
                 import torch._dynamo
                 torch._dynamo.config.cache_size_limit = 64
-                compiled = torch.compile(fn, dynamic=False)
+                compiled = torch.compile(fn, dynamic=False, mode=COMPILE_MODES[which])
                 compiled(*probe_args)
                 self.compiled[key] = compiled
             except Exception as e:
                 notes[which] = f"torch.compile failed: {type(e).__name__}: {str(e)[:300]}"
                 self.compiled[key] = None
-        return self.compiled[key]
+        return self.compiled.get(key)
 
     def _stream(self):
         import torch
@@ -244,6 +264,7 @@ class Worker:
         return timing.copy_bandwidth(self.device)
 
 
+COMPILE_MODES = {"compile": None, "compile-max-autotune": "max-autotune-no-cudagraphs"}
 GUARD = 4096                                # elements of poison after every buffer
 _POISON_INT: dict = {}
 

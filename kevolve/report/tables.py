@@ -31,29 +31,52 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def config_rows(ev: Evaluation, label: str = "kernel") -> tuple[list[str], list[list[str]]]:
-    header = ["configuration", "eager", "compile", label, "vs eager", "vs compile", "floor", "of floor", "max err/tol"]
+    """One row per timed configuration: device (or wall) time per call of each contender, the kernel's
+    synced latency, speedups, the floor, the clock and the error. `*`: launch-bound (see Measurement)."""
+    autotune = any(m.autotune for m in ev.measurements)
+    synced = any(m.latency for m in ev.measurements)
+    header = (["configuration", "eager", "compile"] + (["max-autotune"] if autotune else []) + [label]
+              + ([f"{label} synced"] if synced else [])
+              + ["vs eager", "vs compile", "vs best", "floor", "of floor", "clock", "max err/tol"])
     rows = []
     for m in ev.measurements:
         if m.kernel is None and m.correct:
             continue                          # seeds beyond the first are checked, not timed
-        rows.append([m.config.rsplit("/s", 1)[0] + (" (held out)" if m.heldout else ""),
-                     _ms(m.eager and m.eager.median), _ms(m.compile and m.compile.median),
-                     _ms(m.kernel and m.kernel.median) if m.correct else "FAIL",
-                     _x(m.speedup("eager")), _x(m.speedup("compile")), _ms(m.floor_ms), _pct(m.floor_fraction),
-                     f"{m.max_rel_err:.3f}" if m.max_rel_err != float("inf") else "inf"])
+        lat = m.latency.get("kernel")
+        rows.append([m.config.rsplit("/s", 1)[0] + (" (held out)" if m.heldout else "") + (" *" if m.launch_bound else ""),
+                     _ms(m.eager and m.eager.median), _ms(m.compile and m.compile.median)]
+                    + ([_ms(m.autotune and m.autotune.median)] if autotune else [])
+                    + [_ms(m.kernel and m.kernel.median) if m.correct else "FAIL"]
+                    + ([_ms(lat and lat.median)] if synced else [])
+                    + [_x(m.speedup("eager")), _x(m.speedup("compile")), _x(m.speedup("best")), _ms(m.floor_ms),
+                       _pct(m.floor_fraction), _clock(m.clock),
+                       f"{m.max_rel_err:.3f}" if m.max_rel_err != float("inf") else "inf"])
     return header, rows
+
+
+def _clock(clock: dict) -> str:
+    """The kernel's clock, and any contender timed on another one (a baseline that could not be captured)."""
+    mine = clock.get("kernel", "-")
+    others = [f"{n}:{c}" for n, c in clock.items() if n != "kernel" and c != mine]
+    return ", ".join([mine] + others)
 
 
 def evaluation_report(ev: Evaluation) -> str:
     header, rows = config_rows(ev)
-    lines = [f"{ev.task} on {ev.device or ev.target} ({ev.shapes} shapes, abi={ev.abi})"]
+    lines = [f"{ev.task} on {ev.device or ev.target} ({ev.shapes} shapes, abi={ev.abi}); times per call: "
+             + ("device time, launch overhead removed (CUDA graph replay, L2 flushed); synced: one call waited on"
+                if ev.target == "cuda" else "wall time, cache flushed")]
     if rows:
         lines.append(table(rows, header))
+    if any(m.launch_bound for m in ev.measurements):
+        lines.append("*: launch-bound — a device time under 5 us or under its own launch cost; a caller that "
+                     "waits for each call sees the synced column")
     notes = sorted({m.failure for m in ev.measurements if m.correct and m.failure})
     lines += [f"note: {n}" for n in notes]
     if ev.correct:
-        lines.append(f"correct on all {len(ev.measurements)} configurations; speedup {_x(ev.speedup)} over the faster "
-                     f"torch baseline (eager {_x(ev.speedup_eager)}, compile {_x(ev.speedup_compile)}), "
+        ci = f" (95% CI {ev.speedup_ci[0]:.2f}-{ev.speedup_ci[1]:.2f})" if ev.speedup_ci else ""
+        lines.append(f"correct on all {len(ev.measurements)} configurations; speedup {_x(ev.speedup)}{ci} over the "
+                     f"faster torch baseline (eager {_x(ev.speedup_eager)}, compile {_x(ev.speedup_compile)}), "
                      f"{_pct(ev.floor_fraction)} of the memory floor"
                      + (f" (copy bandwidth {ev.bandwidth_gbs:.0f} GB/s)" if ev.bandwidth_gbs else ""))
     else:

@@ -1,15 +1,18 @@
-"""The harness on a CUDA GPU: seeds are correct, work hidden on a side stream is timed, an illegal address
-or a GPU hang is a verdict (and the next evaluation is judged normally), and robust-kbench's torch-extension
-format meets the same checks. Skipped where torch sees no GPU."""
+"""The harness on a CUDA GPU: seeds are correct, timed on the graph clock with the synced latency beside
+it; work hidden on a side stream, skipped on some calls, skipped while captured, or memoised is rejected;
+the paired comparison tells kernels apart; an illegal address or a GPU hang is a verdict (and the next
+evaluation is judged normally); robust-kbench's torch-extension format meets the same checks. Skipped
+where torch sees no GPU."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
 from kevolve.judge import build as builder
-from kevolve.judge.harness import evaluate, judge
+from kevolve.judge.harness import compare, evaluate, judge
 from kevolve.judge.options import Options
 from kevolve.task import list_tasks, load_task
 
@@ -57,19 +60,94 @@ def test_cuda_seed_is_correct(name):
 TIMING = Options(target="cuda", baselines=("eager",), reps=100, budget_s=0.5, timeout=60)
 
 
-def test_side_stream_work_is_timed():
-    """A kernel that launches on a stream of its own and returns at once is timed like its twin on the given
-    stream (B=8, N=4M: milliseconds, far longer than the harness's L2 flush)."""
+def test_side_stream_work_is_timed_or_rejected():
+    """A kernel that launches on a stream of its own and returns at once: captured in a CUDA graph its work
+    runs once, at capture, and never on replay — so it is rejected (outputs left poisoned); if it is timed
+    at all (a clock that cannot capture it), it times like its twin on the given stream (B=8, N=4M)."""
     task = load_task(TIMING_TASK)
     options = Options(**{**TIMING.__dict__, "shapes": "long"})
     given = evaluate(task, kernel("given_stream.cu"), options)
     side = evaluate(task, kernel("side_stream.cu"), options)
     assert given.correct, given.failure
-    assert side.correct, side.failure            # the harness synchronises the device before reading outputs
-    g, s = given.measurements[0].kernel, side.measurements[0].kernel
-    assert g is not None and s is not None
-    print(f"given stream {g}, side stream {s}")
-    assert s.median >= 0.8 * g.median, f"side stream {s} vs given stream {g}"
+    assert given.measurements[0].clock["kernel"] == "graph"
+    print(f"given stream {given.measurements[0].kernel}; side stream: {side.failure or side.measurements[0].kernel}")
+    if side.correct:
+        g, s = given.measurements[0].kernel, side.measurements[0].kernel
+        assert s.median >= 0.8 * g.median, f"side stream {s} vs given stream {g}"
+    else:
+        assert side.stage == "timing" and NAMES_THE_CALL.search(side.failure), side.failure
+
+
+# (b2) timed calls are verified, not trusted ---------------------------------------------------------------
+NAMES_THE_CALL = re.compile(r"\((timed call, round \d+ of \d+, (call \d+ of \d+|the synced latency call)|"
+                            r"warm-up, (call \d+ of \d+|the synced latency call))\)")
+CUDA_CHEATS = [("timing_every_other.cu", "NaN"),        # works on some calls only (host-side count)
+               ("timing_skip_in_graph.cu", "NaN"),      # launches nothing while captured: replays are free
+               ("timing_device_counter.cu", "NaN"),     # counts calls on the device, skips every other replay
+               ("timing_memo_pointer.cu", "outside tolerance")]  # replays answers memoised by address
+SHORT = Options(target="cuda", shapes="short", baselines=("eager",), reps=30, timeout=60)
+
+
+@pytest.mark.parametrize("name, says", CUDA_CHEATS, ids=[c[0] for c in CUDA_CHEATS])
+def test_a_kernel_that_cheats_while_timed_is_rejected_on_gpu(name, says):
+    task = load_task(TIMING_TASK)
+    ev = evaluate(task, kernel(name), SHORT)
+    assert not ev.correct and ev.stage == "timing", (ev.stage, ev.failure)
+    assert says in ev.failure and NAMES_THE_CALL.search(ev.failure), ev.failure
+
+
+def test_a_kernel_that_cannot_be_captured_is_timed_queued_and_says_so():
+    task = load_task(TIMING_TASK)
+    ev = evaluate(task, kernel("sync_inside.cu"), SHORT)
+    assert ev.correct, ev.failure
+    m = ev.measurements[0]
+    assert m.clock["kernel"] == "queued" and m.clock["eager"] == "graph", m.clock
+    assert "not capturable" in (m.failure or ""), m.failure
+    assert m.kernel.median > 0 and m.checked_calls >= 30
+
+
+def test_seed_is_timed_on_the_graph_clock_with_latency_beside_it(layernorm):
+    """Every contender is captured (clock "graph"), the synced latency column is there and not below the
+    device time, every timed call was checked, and the speedup carries its interval."""
+    options = Options(target="cuda", shapes="small", reps=30, timeout=120, time_inits="first")
+    ev = evaluate(layernorm, layernorm.seed_path("cuda").read_text(), options)
+    assert ev.correct, ev.failure
+    timed = [m for m in ev.measurements if m.kernel is not None]
+    for m in timed:
+        print(m.config, m.clock, m.kernel.median, {k: v.median for k, v in m.latency.items()}, m.launch_bound)
+        assert m.clock == {"kernel": "graph", "eager": "graph", "compile": "graph"}, m.clock
+        assert set(m.latency) == {"kernel", "eager", "compile"}
+        assert m.latency["kernel"].median >= 0.9 * m.kernel.median
+        assert m.checked_calls >= 30 and m.kernel.n >= 3
+    assert ev.speedup_ci and ev.speedup_ci[0] <= ev.speedup_ci[1]
+    assert any(m.launch_bound for m in timed)          # the small set's shapes take a few µs
+
+
+def test_max_autotune_baseline_is_timed(layernorm):
+    task = load_task(TIMING_TASK)
+    options = Options(**{**SHORT.__dict__, "baselines": ("eager", "compile", "compile-max-autotune")})
+    ev = evaluate(task, kernel("given_stream.cu"), options)
+    assert ev.correct, ev.failure
+    m = ev.measurements[0]
+    assert m.autotune is not None and m.compile is not None and m.eager is not None, m
+    assert m.best_torch == min(m.eager.median, m.compile.median, m.autotune.median)
+
+
+def test_compare_on_gpu_tells_a_slower_kernel_from_an_equal_one():
+    task = load_task(TIMING_TASK)
+    options = Options(target="cuda", shapes="long", reps=50, timeout=60)
+    built = {n: builder.build(kernel(n), "cuda") for n in ("given_stream.cu", "timing_twice.cu")}
+    assert all(b.ok for b in built.values()), [b.error for b in built.values()]
+    a, b = built["given_stream.cu"].lib_path, built["timing_twice.cu"].lib_path
+    slower = compare(task, a, b, options)
+    print(slower)
+    assert slower.failure is None and slower.faster == "a" and slower.ratio < 0.7, slower
+    same = compare(task, a, a, options)
+    print(same)
+    assert same.failure is None and 0.9 < same.ratio < 1.1, same
+    assert same.clock[same.configs[0]] == {"a": "graph", "b": "graph"}
+    bad = compare(task, a, builder.build(kernel("timing_skip_in_graph.cu"), "cuda").lib_path, options)
+    assert bad.failure and "kernel b: " in bad.failure, bad
 
 
 # (c) an illegal address is a verdict -------------------------------------------------------------------

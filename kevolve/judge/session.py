@@ -1,0 +1,206 @@
+"""One configuration's timing session inside the worker: buffers, contenders, warm-up, rounds.
+
+A round times every contender (checked kernels — the candidate, and for `harness.compare` a second one —
+and torch baselines) interleaved, each on the same `n` input sets, which the evaluator names per round by
+fresh random variants (so nothing can be precomputed or memoised). Each checked kernel's call i writes its
+own output and workspace buffers, all poisoned at the start of the round; after the round the device is
+synchronised and every one of those outputs goes back to the evaluator, with the inputs' digests, to be
+checked against the float64 reference of its input set. On CUDA each contender runs as one CUDA graph of
+n × (flush, call) (queued calls when capture fails), then one synced call on input set n for the latency
+column; on the CPU calls are interleaved one by one and each checked output is copied the moment the call
+returns (work a call leaves to a thread after returning is not in the copy).
+
+Guarantees: the number of rounds is fixed before the first timed call, from `reps` and the baselines'
+warm-up time (never the kernel's); warm-up calls are poisoned and checked like the rest. This module
+measures and hands outputs back; it judges nothing (that is `judge.timed`, in the evaluator).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+from kevolve.judge import exchange, timing
+
+
+class KernelFailed(RuntimeError):
+    pass
+
+
+class Session:
+    def __init__(self, worker, config: int, checked: dict, baselines: dict, calls: int):
+        cfg = worker.task_configs[config]
+        self.w, self.config, self.cfg, self.sizes = worker, config, cfg, cfg.size_dict
+        self.cuda = worker.device == "cuda"
+        self.n = calls
+        slots = calls + (1 if self.cuda else 0)              # the last one takes the synced latency call
+        self.slots = [worker._allocate(self.sizes) for _ in range(slots)]
+        self.outs = {name: self.slots if j == 0 else [worker._allocate(self.sizes) for _ in range(slots)]
+                     for j, name in enumerate(checked)}
+        self.calls = {name: self._kernel_call(name, k) for name, k in checked.items()}
+        self.calls.update({name: self._baseline_call(fn) for name, fn in baselines.items()})
+        self.checked = list(checked)
+        self.clock = timing.CudaClock() if self.cuda else timing.CpuClock()
+        self.kind: dict[str, str] = {}
+        self.graphs: dict = {}
+        self.notes: dict[str, str] = {}
+        self.round = 0
+
+    # ------------------------------------------------------------------ contenders
+    def _kernel_call(self, name: str, kernel):
+        def call(i: int) -> None:
+            b = self.outs[name][i]
+            rc = kernel(self.slots[i]["inputs"], b["outputs"], self.sizes, b["workspace"], self.w._stream())
+            if rc != 0:
+                raise KernelFailed(f"{name} returned {rc} on a timed call")
+        return call
+
+    def _baseline_call(self, fn):
+        names = [s.name for s in self.w.task.inputs]
+        return lambda i: fn(*[self.slots[i]["inputs"][n] for n in names])
+
+    # ------------------------------------------------------------------ setup
+    def warmup(self, variants: list[int]) -> tuple[dict, float | None]:
+        """Every contender once on every input set (kernels poisoned first), on a side stream on CUDA, then
+        CUDA graphs captured. Returns the checked outputs and the slowest baseline's wall ms per call."""
+        self._fill(variants)
+        self._poison()
+        slowest = None
+        side = self._side_stream()
+        for name, call in self.calls.items():
+            self.w._sync()
+            t0 = time.perf_counter()
+            with side():
+                for i in range(len(self.slots)):
+                    call(i)
+            self.w._sync()
+            if name not in self.checked:
+                per = (time.perf_counter() - t0) * 1e3 / len(self.slots)
+                slowest = max(slowest or 0.0, per)
+        reply = self._export(variants, "warm-up")
+        if self.cuda:
+            self._capture()
+        return reply, slowest
+
+    def _side_stream(self):
+        """A context factory: torch's advice is to warm up on a side stream before capturing."""
+        import contextlib
+        if not self.cuda:
+            return contextlib.nullcontext
+        import torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        return lambda: torch.cuda.stream(side)
+
+    def _capture(self) -> None:
+        for name, call in list(self.calls.items()) + [("_null", lambda i: None)]:
+            try:
+                self.graphs[name] = self.clock.capture(call, self.n)
+                self.kind[name] = "graph"
+            except Exception as e:                       # noqa: BLE001 — any refusal means: time it queued
+                self.kind[name] = "queued"
+                if name != "_null":
+                    self.notes[name] = f"not capturable in a CUDA graph, timed queued: {type(e).__name__}: {str(e)[:200]}"
+        self.w._sync()
+
+    # ------------------------------------------------------------------ one round
+    def run_round(self, variants: list[int]) -> dict:
+        self._fill(variants)
+        self._poison()
+        self.w._sync()
+        names = list(self.calls)
+        k = self.round % len(names)
+        order = names[k:] + names[:k]
+        self.round += 1
+        times = self._cuda_round(order) if self.cuda else self._cpu_round(order)
+        self.w._sync()
+        reply = self._export(variants, f"round {self.round}")
+        reply["times"] = times
+        return reply
+
+    def _cuda_round(self, order: list[str]) -> dict:
+        clock, times = self.clock, {}
+        null = self.graphs.get("_null")
+        times["_null_graph"] = [clock.replay(null)] if null is not None else []
+        times["_null_queued"] = [clock.queued(lambda: None)]
+        times["_null_synced"] = [clock.synced(lambda: None)]
+        for name in order:
+            call = self.calls[name]
+            if name in self.graphs:
+                times[name] = [clock.replay(self.graphs[name])]
+            else:
+                times[name] = [clock.queued(lambda i=i: call(i)) for i in range(self.n)]
+        for name in order:                               # the latency column: one synced call, its own inputs
+            times[f"latency:{name}"] = [self.clock.synced(lambda c=self.calls[name]: c(self.n))]
+        return times
+
+    def _cpu_round(self, order: list[str]) -> dict:
+        times: dict[str, list] = {name: [] for name in order}
+        self.snapshots = {name: [None] * self.n for name in self.checked}
+        for i in range(self.n):
+            for j in range(len(order)):
+                name = order[(i + j) % len(order)]
+                times[name].append(self.clock.wall(lambda c=self.calls[name]: c(i)))
+                if name in self.snapshots:              # what the call left when it returned, nothing later
+                    self.snapshots[name][i] = {n: t.clone() for n, t in self.outs[name][i]["outputs"].items()}
+        return times
+
+    # ------------------------------------------------------------------ buffers
+    def _fill(self, variants: list[int]) -> None:
+        if len(variants) != len(self.slots):
+            raise ValueError(f"{len(variants)} variants for {len(self.slots)} input sets")
+        self.variants = list(variants)
+        for slot, v in zip(self.slots, variants):
+            for name, t in self.w.task.make_inputs(self.cfg, self.w.device, v).items():
+                slot["inputs"][name].copy_(t)
+
+    def _poison(self) -> None:
+        from kevolve.judge.worker import _poison
+        for name in self.checked:
+            for b in self.outs[name]:
+                for t in list(b["outputs"].values()) + [b["workspace"]]:
+                    _poison(t)
+
+    def _export(self, variants: list[int], when: str) -> dict:
+        outputs = []
+        snaps = getattr(self, "snapshots", None) if not self.cuda else None
+        for name in self.checked:
+            for i, v in enumerate(variants):
+                live = self.outs[name][i]["outputs"]
+                out = snaps[name][i] if snaps and snaps[name][i] is not None else live
+                stem = f"{self.config}.t{self.round}.{name}.{i}"
+                outputs.append({"who": name, "slot": i, "variant": v, "when": when,
+                                "handles": exchange.export(out, self.w.exchange, stem, self.w.ipc)})
+        self.snapshots = None
+        return {"outputs": outputs,
+                "after": [{n: fingerprint(t) for n, t in s["inputs"].items()} for s in self.slots],
+                "overruns": {name: sorted({o for b in self.outs[name] for o in self.w._overruns(b)})
+                             for name in self.checked}}
+
+
+def fingerprint(t) -> str:
+    """An exact fingerprint of a tensor's bytes, the same in the worker and the evaluator: BLAKE2 of the
+    bytes on the CPU (fast), the worker's digest on CUDA (computed on the device)."""
+    if t.device.type == "cpu":
+        import hashlib
+        import torch
+        return hashlib.blake2b(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy(), digest_size=16).hexdigest()
+    from kevolve.judge.worker import digest
+    return str(digest(t))
+
+
+def plan_rounds(reps: int, calls: int, cuda: bool, budget_s: float | None, baseline_ms: float | None) -> int:
+    """Rounds to time, fixed before the first timed call: `reps` calls per contender, fewer when `reps`
+    calls of the slowest baseline (its warm-up time, or the evaluator's record of it) would take longer than
+    `budget_s`; at least 3 rounds on CUDA (a graph round is one sample), 1 on the CPU."""
+    want = reps
+    if budget_s and baseline_ms:
+        want = min(reps, max(1, int(budget_s * 1e3 / baseline_ms)))
+    return max(3 if cuda else 1, math.ceil(want / calls))
+
+
+def calls_per_round(calls: int, reps: int, per_call_bytes: int, cuda: bool) -> int:
+    """Calls per round (each with its own buffers): `calls`, fewer when their buffers would pass 16 GiB on
+    CUDA or 1 GiB on the CPU, never more than `reps` on the CPU."""
+    limit = (16 << 30) if cuda else (1 << 30)
+    n = max(1, min(calls, limit // max(per_call_bytes, 1)))
+    return n if cuda else max(1, min(n, reps))

@@ -1,0 +1,130 @@
+"""The evaluator's side of timing: runs one configuration's timing session in the worker and verifies every
+timed call — the timed calls are checked, not trusted.
+
+`time_config` sends the worker a fresh random seed for the warm-up (only now: the kernel is loaded, so
+nothing could be precomputed), then fresh random input variants for every round; after each round it
+computes the float64 reference of every input set once, compares every checked call's outputs to it
+within tolerance, checks that no input was modified and no guard written, and only then asks for the next
+round. The number of rounds is fixed by the worker before the first timed call (`session.plan_rounds`).
+`floor_verdict` is the rule for a time the hardware cannot deliver.
+
+Guarantees: a timed call that skipped work, replayed a memoised answer, left outputs to a thread or to a
+stream outside its graph, or wrote outside its buffers, is a failure naming the call. Not guaranteed:
+a kernel that computes correctly but does extra work outside the call (it is counted by the device
+term of the clock on CUDA, not on the CPU).
+"""
+from __future__ import annotations
+
+import collections
+import secrets
+from dataclasses import dataclass, field
+
+from kevolve.judge import timing
+from kevolve.judge.checks import Checker
+from kevolve.judge.options import Options
+from kevolve.judge.process import WorkerDied, WorkerProcess
+from kevolve.task.spec import Case
+
+FLOOR_REJECT, FLOOR_MIN_MS = 0.8, 0.020   # under 0.8× a floor of at least 20 µs: impossible, not fast
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One configuration's timing: per-call milliseconds per contender on its clock, verified."""
+    samples: dict = field(default_factory=dict)    # contender -> per-call ms, paired by round/call
+    latency: dict = field(default_factory=dict)    # contender -> synced end-to-end ms of one call (CUDA)
+    clock: dict = field(default_factory=dict)      # contender -> graph | queued | wall
+    notes: dict = field(default_factory=dict)
+    checked_calls: int = 0                          # kernel calls whose outputs were checked
+    failure: str | None = None
+
+
+def fresh_variant() -> int:
+    """An input variant no one can predict: the evaluator draws it, the worker learns it when it must fill."""
+    return (1 << 40) + secrets.randbits(40)
+
+
+def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
+                baselines: tuple[str, ...], other: bool = False, baseline_ms: float | None = None) -> Timed:
+    """Times the kernel (and the `other` kernel, for `harness.compare`) and `baselines` on `cfg`, every
+    kernel call checked. A wrong timed call is `Timed.failure`; a worker error raises `WorkerDied`."""
+    limit = options.timeout + 60
+    seed = fresh_variant()
+    setup = _call(worker, limit + 600, "time_setup", config=index, baselines=list(baselines), seed=seed,
+                  calls=options.calls, reps=options.reps, budget_s=options.budget_s, baseline_ms=baseline_ms,
+                  other=other)
+    n, inputs, cuda = setup["calls"], setup["inputs"], options.target == "cuda"
+    checked = len(setup["outputs"])
+    why = _verify(checker, cfg, setup, [seed + i for i in range(inputs)], n, "warm-up", other)
+    raw: dict[str, list] = collections.defaultdict(list)
+    rounds = setup["rounds"] + (1 if cuda else 0)       # CUDA: the first replay uploads the graph; not kept
+    for r in range(rounds):
+        if why:
+            break
+        variants = [fresh_variant() for _ in range(inputs)]
+        reply = _call(worker, limit * max(1, n), "time_round", variants=variants)
+        why = _verify(checker, cfg, reply, variants, n, f"round {r + 1} of {rounds}", other)
+        checked += len(reply["outputs"])
+        if not cuda or r > 0:
+            for name, values in reply["times"].items():
+                raw[name].extend(values)
+    worker.call("time_end", 120)
+    if why:
+        return Timed(clock=setup["clock"], notes=setup["notes"], checked_calls=checked, failure=why)
+    samples, latency = {}, {}
+    for name, kind in setup["clock"].items():
+        if kind == "wall":
+            samples[name] = list(raw[name])
+            continue
+        null = raw["_null_graph"] if kind == "graph" else raw["_null_queued"]
+        samples[name] = timing.per_call(raw[name], null, n if kind == "graph" else 1, graph=kind == "graph")
+        latency[name] = timing.per_call(raw[f"latency:{name}"], raw["_null_synced"], 1)
+    return Timed(samples, latency, setup["clock"], setup["notes"], checked)
+
+
+def _call(worker: WorkerProcess, timeout: float, cmd: str, **args) -> dict:
+    reply = worker.call(cmd, timeout, **args)
+    if "error" in reply:
+        worker.kill()                   # a CUDA error poisons the context: never reuse this worker
+        raise WorkerDied("crash", f"while timing: {reply['error']}")
+    return reply
+
+
+def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: int, when: str,
+            other: bool) -> str | None:
+    """Every input set's reference once; inputs unchanged; guards intact; every output within tolerance."""
+    from kevolve.judge.session import fingerprint
+    expected = {}
+    for i, v in enumerate(variants):
+        with checker.clock("reference"):
+            inputs = checker.task.make_inputs(cfg, checker.device, v)
+            expected[v] = checker.expected(cfg, inputs)
+        changed = [name for name, t in inputs.items() if reply["after"][i].get(name) != fingerprint(t)]
+        if changed:
+            return f"input {', '.join(changed)} modified during timing ({when}, input set {i + 1})"
+    for who, over in reply["overruns"].items():
+        if over:
+            return f"{_who(who, other)}wrote past the end of {', '.join(over)} during timing ({when})"
+    for o in reply["outputs"]:
+        slot = o["slot"]
+        what = f"call {slot + 1} of {n}" if slot < n else "the synced latency call"
+        label = f"warm-up, {what}" if when == "warm-up" else f"timed call, {when}, {what}"
+        why, _, _ = checker.compare_files(cfg, o["variant"], o["handles"], call=label,
+                                          expected=expected[o["variant"]])
+        if why:
+            return _who(o["who"], other) + why
+    return None
+
+
+def _who(name: str, other: bool) -> str:
+    return {"kernel": "kernel a: ", "other": "kernel b: "}[name] if other else ""
+
+
+def floor_verdict(kernel_ms: float, floor_ms: float | None, target: str) -> str | None:
+    """'below' (reject: under 0.8× the memory floor), 'near' (0.8–1.0×: time again) or None. Only on CUDA
+    and a floor of at least 20 µs, where the floor is a hard limit (on the CPU, caches beat DRAM)."""
+    if target != "cuda" or not floor_ms or floor_ms < FLOOR_MIN_MS:
+        return None
+    if kernel_ms < FLOOR_REJECT * floor_ms:
+        return "below"
+    return "near" if kernel_ms < floor_ms else None

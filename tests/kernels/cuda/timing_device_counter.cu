@@ -1,0 +1,56 @@
+// HOSTILE (timing): counts its calls on the device (a graph replay runs no host code, but device code
+// still sees every call) and, after the 3 checking calls, computes only on every other call.
+#include <cstdint>
+#include <cuda_runtime.h>
+__device__ unsigned long long device_calls = 0;
+__global__ void count_call() { device_calls += 1; }
+__global__ void maybe_layernorm(const float* x, const float* weight, const float* bias, float* out, int64_t N, float eps);
+
+constexpr int THREADS = 256;
+
+__device__ double block_sum(double v, double* shared) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < THREADS / 32; ++w) total += shared[w];
+    __syncthreads();
+    return total;
+}
+__global__ void layernorm_rows(const float* __restrict__ x, const float* __restrict__ weight,
+                               const float* __restrict__ bias, float* __restrict__ out, int64_t N, float eps) {
+    __shared__ double shared[THREADS / 32];
+    const float* row = x + blockIdx.x * N;
+    float* o = out + blockIdx.x * N;
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < N; i += THREADS) sum += row[i];
+    const float mean = (float)(block_sum(sum, shared) / N);
+    double sq = 0.0;
+    for (int64_t i = threadIdx.x; i < N; i += THREADS) { const float d = row[i] - mean; sq += d * d; }
+    const float rstd = (float)rsqrt(block_sum(sq, shared) / N + eps);
+    for (int64_t i = threadIdx.x; i < N; i += THREADS) o[i] = (row[i] - mean) * rstd * weight[i] + bias[i];
+}
+
+extern "C" int forward(const float* x, const float* weight, const float* bias, float* out,
+                       int64_t B, int64_t N, float eps, void* workspace, int64_t workspace_bytes,
+                       cudaStream_t stream) {
+    if (B == 0) return 0;
+    count_call<<<1, 1, 0, stream>>>();
+    maybe_layernorm<<<(unsigned)B, THREADS, 0, stream>>>(x, weight, bias, out, N, eps);
+    return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+__global__ void maybe_layernorm(const float* x, const float* weight, const float* bias, float* out, int64_t N, float eps) {
+    const unsigned long long k = device_calls;     // count_call ran before this launch, on the same stream
+    if (k > 3 && k % 2 == 0) return;
+    __shared__ double shared[THREADS / 32];
+    const float* row = x + blockIdx.x * N;
+    float* o = out + blockIdx.x * N;
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < N; i += THREADS) sum += row[i];
+    const float mean = (float)(block_sum(sum, shared) / N);
+    double sq = 0.0;
+    for (int64_t i = threadIdx.x; i < N; i += THREADS) { const float d = row[i] - mean; sq += d * d; }
+    const float rstd = (float)rsqrt(block_sum(sq, shared) / N + eps);
+    for (int64_t i = threadIdx.x; i < N; i += THREADS) o[i] = (row[i] - mean) * rstd * weight[i] + bias[i];
+}
