@@ -114,6 +114,9 @@ def bench_config(task, cfg, kern, clock, checker, args) -> dict:
             raise RuntimeError("kernel returned nonzero")
     calls = {"eager": lambda i: base(*args_of(i)), "kernel": kernel_call}
     try:
+        # one code object compiled for every shape of two tasks passes dynamo's default recompile limit (8),
+        # past which it silently runs eager: raise it, as the worker does
+        torch._dynamo.config.recompile_limit = 64
         compiled = torch.compile(base, dynamic=False)
         compiled(*args_of(0))
         calls["compile"] = lambda i: compiled(*args_of(i))

@@ -100,7 +100,20 @@ class Session:
                 self.kind[name] = "queued"
                 if name != "_null":
                     self.notes[name] = f"not capturable in a CUDA graph, timed queued: {type(e).__name__}: {str(e)[:200]}"
+                    self._clear_error(call)
         self.w._sync()
+
+    def _clear_error(self, call) -> None:
+        """A failed capture leaves its error as the CUDA runtime's last error, which a kernel's own
+        `cudaGetLastError()` would then report on its first queued call (a kernel built with the static
+        runtime keeps its own). One untimed, unchecked call outside capture reads it off; every timed call's
+        outputs are poisoned and checked as always, so this call can neither help nor hide anything."""
+        import torch
+        try:
+            torch.cuda.synchronize()
+            call(0)
+        except Exception:                                # noqa: BLE001 — its result is thrown away
+            pass
 
     # ------------------------------------------------------------------ one round
     def run_round(self, variants: list[int]) -> dict:

@@ -241,7 +241,7 @@ class Worker:
         if key not in self.compiled and probe_args is not None:
             try:
                 import torch._dynamo
-                torch._dynamo.config.cache_size_limit = 64
+                torch._dynamo.config.recompile_limit = 64    # one code object, every shape of the set
                 compiled = torch.compile(fn, dynamic=False, mode=COMPILE_MODES[which])
                 compiled(*probe_args)
                 self.compiled[key] = compiled
