@@ -37,7 +37,7 @@ from kevolve.search.plan import ABI, Plan, resolve
 from kevolve.search.population import Population
 from kevolve.search.store import Store
 from kevolve.task.spec import Task, load_task
-from kevolve.tracking import make_tracker
+from kevolve.tracking import make_tracker, row
 
 DUPLICATE_STREAK = 200       # proposals in a row that gave nothing new: the reachable space is spent
 ACTOR_RETRIES = 2            # a call lost with its actor's process is sent again this many times, then a verdict
@@ -125,6 +125,7 @@ class Driver:
                            .remote(plan.task, plan.options, plan.reference_bytes, plan.baseline_refresh_s,
                                    plan.cache_dir) for _ in range(plan.evaluators)]
         self.plan = plan.with_arch(ray.get(self.evaluators[0].info.remote()).get("arch"))
+        self.tracker.start(store, self.plan)
         self.mutator, self.verifier = actors.Mutator.remote(), actors.Verifier.remote()
         self.jobs: dict[ray.ObjectRef, Job] = {}   # waiting on Ray
         self.to_build: list[Job] = []               # verified, waiting for a builder
@@ -327,8 +328,7 @@ class Driver:
         member = self.population.add(c, outcome)
         if outcome.correct:
             self.failed_proposals = 0            # a new parent: its neighbours may not have been tried
-        self.tracker.candidate({"id": c.id, "operator": c.operator, "fitness": outcome.fitness,
-                                "correct": outcome.correct, "parents": list(c.parents)})
+        self.tracker.candidate(row(self.store.get(c.id)))
         return member
 
     def _on_error(self, job: Job, error: Exception) -> None:

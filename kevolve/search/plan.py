@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from kevolve.config import Config, ConfigError, PopulationConfig
+from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig
 from kevolve.judge.options import Options, default_shapes
 from kevolve.task.spec import Task
 
@@ -42,7 +42,7 @@ class Plan:
     dollars: float | None
     knob_changes: int
     progress: bool
-    tracker: str                         # logger.kind
+    tracker: LoggerConfig                # logger: where metrics go besides the store (kevolve.tracking)
 
     def with_arch(self, detected: str | None) -> "Plan":
         """The plan once the evaluators have said what GPU they hold (a configured arch wins)."""
@@ -85,4 +85,4 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 cache_dir=r.cache_dir, arch=os.environ.get("KEVOLVE_CUDA_ARCH") or r.cuda_arch,
                 population=s.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
                 dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,
-                tracker=cfg.logger.kind)
+                tracker=cfg.logger)
