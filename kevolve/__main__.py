@@ -32,6 +32,8 @@ def main(cfg: DictConfig) -> int:
     from kevolve.task.spec import TaskError
     try:
         config = from_hydra(cfg)
+        if HydraConfig.get().mode.name == "MULTIRUN" and config.logger.group is None:
+            config.logger.group = Path(HydraConfig.get().sweep.dir).name     # W&B groups a sweep's jobs
         run_dir = Path(config.resume or config.run_dir or HydraConfig.get().runtime.output_dir).resolve()
         from kevolve.search import run
         summary = run(config, run_dir)

@@ -156,9 +156,32 @@ class ResourcesConfig:
                                          # passes) | files; KEVOLVE_EXCHANGE overrides it
 
 
+LOGGERS = ("none", "wandb")
+WANDB_MODES = ("offline", "online", "disabled")
+
+
 @dataclass
 class LoggerConfig:
-    kind: str = "none"                   # none: the run directory's store is the record (W&B: tracking issue)
+    """Where a run's metrics go besides its store (`kevolve.tracking`). The store is always the record.
+
+    kind:    none (the run directory's store only) | wandb (Weights & Biases, as well).
+    project: W&B project; None: $WANDB_PROJECT, else "kevolve".
+    entity:  W&B user or team; None: $WANDB_ENTITY, else the account's default.
+    mode:    offline (files in the run directory; `wandb sync` uploads them) | online | disabled;
+             None: $WANDB_MODE, else offline — so it works without an account.
+    group:   W&B group; None: in a Hydra multirun the sweep directory's name (its jobs side by side), else none.
+    tags:    W&B tags (the task and target are added).
+    name:    W&B run name; None: "<task>/<run directory's name>".
+    dir:     where W&B writes its files; None: $WANDB_DIR, else the run directory.
+    """
+    kind: str = "none"
+    project: Optional[str] = None
+    entity: Optional[str] = None
+    mode: Optional[str] = None
+    group: Optional[str] = None
+    tags: list[str] = field(default_factory=list)
+    name: Optional[str] = None
+    dir: Optional[str] = None
 
 
 @dataclass
@@ -246,4 +269,6 @@ def validate(c: Config) -> None:
     for key in ("audit_share", "precision_bar"):
         need(0 <= getattr(v, key) <= 1, f"search.verifiers.{key}", getattr(v, key), "a number in [0, 1]")
     need(v.min_samples >= 0, "search.verifiers.min_samples", v.min_samples, "an integer >= 0")
-    need(c.logger.kind == "none", "logger.kind", c.logger.kind, "none (W&B tracking is not part of this version)")
+    need(c.logger.kind in LOGGERS, "logger.kind", c.logger.kind, " | ".join(LOGGERS))
+    need(c.logger.mode is None or c.logger.mode in WANDB_MODES, "logger.mode", c.logger.mode,
+         f"null ($WANDB_MODE, else offline) or {' | '.join(WANDB_MODES)}")

@@ -98,7 +98,8 @@ def test_task_name_may_be_a_folder_path():
     ("+resources.gpus=1", "resources.gpus"),
     ("task.name=nope", "task.name"),
     ("search.baselines=[fast]", "search.baselines"),
-    ("logger.kind=wandb", "logger.kind"),
+    ("logger.kind=comet", "logger.kind"),
+    ("+logger.mode=cloud", "logger.mode"),
 ])
 def test_hostile_values_name_the_field(override, field):
     with pytest.raises(ConfigError) as e:

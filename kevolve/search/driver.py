@@ -51,7 +51,7 @@ from kevolve.search.spend import Spend, prior_per_call
 from kevolve.search.store import Store
 from kevolve.search.verification import Screened, Verification
 from kevolve.task.spec import Task, load_task
-from kevolve.tracking import make_tracker
+from kevolve.tracking import make_tracker, row
 
 DUPLICATE_STREAK = 200       # proposals in a row that gave nothing new: the reachable space is spent
 ACTOR_RETRIES = 2            # a call lost with its actor's process is sent again this many times, then a verdict
@@ -159,6 +159,7 @@ class Driver:
                            .remote(plan.task, plan.options, plan.reference_bytes, plan.baseline_refresh_s,
                                    plan.cache_dir) for _ in range(plan.evaluators)]
         self.plan = plan = plan.with_device(ray.get(self.evaluators[0].info.remote()))
+        self.tracker.start(store, self.plan)
         self.mutator, self.verifier = actors.start_llm_actors(plan, run_dir)   # ConfigError: no key there
         self.recorded = Recorded(plan.llm.replay) if plan.llm is not None and plan.llm.replay else None
         if self.recorded is not None:                   # replay takes the recorded run's steps, all of them
@@ -485,8 +486,7 @@ class Driver:
             self.learning.rewarded(arm, r, strategy_of(c.meta_dict()))
         if outcome.correct:
             self.failed_proposals = 0            # a new parent: its neighbours may not have been tried
-        self.tracker.candidate({"id": c.id, "operator": c.operator, "fitness": outcome.fitness,
-                                "correct": outcome.correct, "parents": list(c.parents)})
+        self.tracker.candidate(row(self.store.get(c.id)))
         return member
 
     def _on_error(self, job: Job, error: Exception) -> None:

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from kevolve.config import Config, ConfigError, PopulationConfig, VerifiersConfig
+from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, VerifiersConfig
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
 from kevolve.task.spec import Task
@@ -45,7 +45,7 @@ class Plan:
     dollars: float | None
     knob_changes: int
     progress: bool
-    tracker: str                         # logger.kind
+    tracker: LoggerConfig                # logger: where metrics go besides the store (kevolve.tracking)
     llm: LLMConfig | None = None         # None: no LLM (knob mutation only)
     llm_calls: int = 0                   # LLM proposals in flight at most (0 without an LLM)
     choice: str = "weights"              # operator × model choice policy
@@ -117,6 +117,6 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 cache_dir=r.cache_dir, arch=os.environ.get("KEVOLVE_CUDA_ARCH") or r.cuda_arch,
                 population=s.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
                 dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,
-                tracker=cfg.logger.kind, llm=llm, llm_calls=llm_calls, choice=s.choice,
+                tracker=cfg.logger, llm=llm, llm_calls=llm_calls, choice=s.choice,
                 translations=s.translations if llm is not None and s.population.operators.get("translate", 0) > 0
                 else 0, meta_children=s.meta_children, strategies_shown=s.strategies_shown, verifiers=s.verifiers)
