@@ -161,6 +161,9 @@ class Best:
     floor_fraction: float | None
     confirmed: bool                  # judged again at the end and correct again
     not_confirmed: tuple[str, ...] = ()   # better candidates that failed that judgement, and why
+    speedup_ci: tuple[float, float] | None = None   # 95% bootstrap interval of `speedup`
+    ties: tuple[str, ...] = ()       # candidates that timed paired with it were indistinguishable from it
+    comparisons: int = 0             # paired comparisons the run made before replacing (or keeping) its best
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,8 @@ class RunSummary:
         d["suspected_judge_bugs"] = list(d["suspected_judge_bugs"])
         if d["best"] is not None:
             d["best"]["not_confirmed"] = list(d["best"]["not_confirmed"])
+            d["best"]["ties"] = list(d["best"]["ties"])
+            d["best"]["speedup_ci"] = list(d["best"]["speedup_ci"]) if d["best"]["speedup_ci"] else None
             if not d["best"]["not_confirmed"]:
                 del d["best"]["not_confirmed"]
         return d

@@ -98,8 +98,13 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
         how = ("judged again, baselines interleaved" if best.confirmed
                else "not confirmed: " + "; ".join(best.not_confirmed or ["baselines from the search"])[:300])
         lines += [f"best kernel {best.id} ({best.operator}) on {ev.device}, {how}:", table(rows, header),
-                  f"speedup {best.speedup:.2f}x over the faster torch baseline "
-                  f"(eager {_x(best.speedup_eager)}, compile {_x(best.speedup_compile)})"]
+                  f"speedup {best.speedup:.2f}x"
+                  + (f" [{best.speedup_ci[0]:.2f}, {best.speedup_ci[1]:.2f}] (95%)" if best.speedup_ci else "")
+                  + f" over the faster torch baseline (eager {_x(best.speedup_eager)}, "
+                  f"compile {_x(best.speedup_compile)})"]
+        if best.ties:
+            lines.append(f"indistinguishable from it when timed paired ({best.comparisons} comparisons in all): "
+                         + ", ".join(best.ties))
         if best.not_confirmed and best.confirmed:
             lines.append("better candidates failed when judged again: " + "; ".join(best.not_confirmed)[:600])
     else:

@@ -35,9 +35,10 @@ import ray
 
 from kevolve.judge import build as builder
 from kevolve.judge import rules
-from kevolve.judge.harness import judge
+from kevolve.judge.harness import compare, judge
 from kevolve.judge.options import Options
-from kevolve.judge.results import Evaluation
+from kevolve.judge.build import Build
+from kevolve.judge.results import Comparison, Evaluation
 from kevolve.judge.reuse import Reuse
 from kevolve.llm import LLMConfig, LLMConfigError, make_provider
 from kevolve.llm.cache import Cache
@@ -168,6 +169,12 @@ class Evaluator:
         ev = judge(self.task, str(path), self.options, module=module, reuse=self.reuse,
                    fresh_baselines=fresh_baselines)
         return dataclasses.replace(ev, eval_seconds=time.perf_counter() - start)
+
+    def compare(self, a: Build, lib_a: bytes, b: Build, lib_b: bytes) -> Comparison:
+        """Kernels a and b (Builds and bytes, resolved by Ray from the driver's refs) timed paired and
+        interleaved in one fresh worker, every call of both checked (`judge.harness.compare`)."""
+        path_a, path_b = builder.install(a.key, lib_a, self.cache_dir), builder.install(b.key, lib_b, self.cache_dir)
+        return compare(self.task, str(path_a), str(path_b), self.options, a.module_name, b.module_name)
 
 
 def _cpu_name() -> str:

@@ -39,10 +39,11 @@ import ray
 from kevolve.config import Config, ConfigError, ResourcesConfig
 from kevolve.llm import LLMConfig, LLMConfigError, make_provider
 from kevolve.judge.build import SUFFIX, Build
-from kevolve.judge.results import Evaluation
+from kevolve.judge.results import Comparison, Evaluation
 from kevolve.messages import Best, Candidate, Mutation, Outcome, Proposal, RunSummary, Status
 from kevolve.operators.choice import reward
 from kevolve.search import actors, requests, suspects
+from kevolve.search.champion import Champion, Entry
 from kevolve.search.learning import Learning, strategy_of
 from kevolve.search.plan import ABI, Plan, resolve
 from kevolve.search.population import Population, red_team
@@ -64,6 +65,7 @@ class Step(enum.Enum):
     BUILD = "build"
     QUEUED = "queued"            # built (or verified, waiting for a builder), not yet handed on
     EVALUATE = "evaluate"
+    COMPARE = "compare"          # a challenger timed paired with the champion
 
 
 @dataclass
@@ -185,6 +187,7 @@ class Driver:
         self.deadline = self.start + plan.wall_time_s
         self.last_progress = 0.0
         self.best_evaluation: Evaluation | None = None
+        self.champion = Champion()                 # the best as reported: replaced only on paired evidence
         self.confirmed: Candidate | None = None   # the best, judged again with baselines interleaved
         self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
 
@@ -211,9 +214,11 @@ class Driver:
             self.created = len(self.store.candidates())
             if self.recorded is not None:
                 self.recorded.skip({r.candidate.id for r in self.store.candidates()})
-            best = self.store.best(1)
+            crowned = [p["id"] for _, _, p in self.store.events("champion")]
+            best = [self.store.get(crowned[-1])] if crowned else self.store.best(1)
             if best and best[0].evaluation:
                 self.best_evaluation = Evaluation.from_json(best[0].evaluation)
+                self.champion.current = Entry(best[0].candidate, self.best_evaluation)
             return
         if self.stream is not None:
             return
@@ -336,7 +341,7 @@ class Driver:
         except ray.exceptions.RayError as e:
             return self._on_error(job, e)
         {Step.MUTATE: self._mutated, Step.VERIFY: self._verified, Step.BUILD: self._built,
-         Step.EVALUATE: self._judged}[job.step](job, result)
+         Step.EVALUATE: self._judged, Step.COMPARE: self._compared}[job.step](job, result)
 
     def _mutated(self, job: Job, result: Mutation | list[Mutation]) -> None:
         self.proposing -= job.expect
@@ -463,17 +468,55 @@ class Driver:
         self.evaluated += 1
         self.store.record_evaluation(c.id, ev, ev.eval_seconds)
         self.verification.judged(job.screening, ev.compiled, ev.correct, ev.failure)
-        member = self._finish(c, Outcome(ev.fitness, ev.correct, ev.compiled, ev.failure or ""))
+        self._finish(c, Outcome(ev.fitness, ev.correct, ev.compiled, ev.failure or ""))
         if ev.correct and red_team(c):       # never ranked: saved for a regression test, reported
             folder = suspects.save(self.run_dir, c, ev, SUFFIX[self.plan.target])
             self.suspects.append(c.id)
             self.store.log_event("suspected_judge_bug", {"id": c.id, "speedup": ev.speedup, "dir": str(folder)})
         elif ev.correct:
             self.correct += 1
-            if self.population.best() is member:
-                self.best_evaluation = ev
-                self._write_best(c)
-                self._progress(force=True)
+            if self.champion.offer(Entry(c, ev, job.build, job.lib)):
+                self._crown(c, ev)
+            self._challenge()
+
+    def _crown(self, c: Candidate, ev: Evaluation) -> None:
+        self.best_evaluation = ev
+        self._write_best(c)
+        self.store.log_event("champion", {"id": c.id, "fitness": ev.fitness})
+        self._progress(force=True)
+
+    def _challenge(self) -> None:
+        """Starts the next paired comparison of a challenger with the champion (`search.champion`)."""
+        if self.stream is not None:                # a fixed stream measures throughput: fitness decides
+            entry = self.champion.next_challenge()
+            if entry is not None:
+                self.champion.settle(None)
+                self.champion.current = entry
+                self._crown(entry.candidate, entry.evaluation)
+            return
+        entry = self.champion.next_challenge()
+        if entry is None:
+            return
+        best = self.champion.current
+        if best.lib is None:                       # a champion restored on resume: rebuilt (a cache hit)
+            best.build, best.lib = self._build(best.candidate.source)
+        i = min(range(len(self.evaluators)), key=lambda k: self.load[k])
+        self.load[i] += 1
+        ref = self.evaluators[i].compare.remote(entry.build, entry.lib, best.build, best.lib)
+        self.jobs[ref] = Job(Step.COMPARE, candidate=entry.candidate, evaluator=i)
+
+    def _compared(self, job: Job, comparison: Comparison | None) -> None:
+        self.load[job.evaluator] -= 1
+        challenger, champion = self.champion.pending, self.champion.current
+        outcome = self.champion.settle(comparison)
+        self.store.log_event("compare", {
+            "challenger": challenger.candidate.id, "champion": champion.candidate.id, "outcome": outcome,
+            "ratio": comparison and comparison.ratio, "ci": comparison and comparison.ci,
+            "failure": comparison.failure if comparison else "the comparison could not be made",
+            "seconds": comparison and round(comparison.seconds, 1)})
+        if outcome == "replaced":
+            self._crown(challenger.candidate, challenger.evaluation)
+        self._challenge()
 
     def _finish(self, c: Candidate, outcome: Outcome):
         self.finished += 1
@@ -490,6 +533,11 @@ class Driver:
         return member
 
     def _on_error(self, job: Job, error: Exception) -> None:
+        if job.step is Step.COMPARE:             # no comparison: the champion stays
+            return self._compared(job, None)
+        self._lost(job, error)
+
+    def _lost(self, job: Job, error: Exception) -> None:
         """An actor or task failed (not the candidate: the judge turns those into verdicts). A call lost with
         its actor's process (Ray restarts the actor) is sent again, `ACTOR_RETRIES` times at most; then the
         candidate gets a `failed` verdict naming the error. A lost mutation is a lost proposal."""
@@ -540,6 +588,7 @@ class Driver:
         self.queue.clear()
         self.proposing = 0
         self.spend.in_flight = 0
+        self.champion.cancel()
         self.load = [0] * len(self.evaluators)
 
     def release_actors(self) -> None:
@@ -553,11 +602,12 @@ class Driver:
         `python -m kevolve.evaluate` does: the search ranks with baseline times up to
         `search.baseline_refresh_s` old, and the numbers it reports come from this judgement. A best that is
         not correct again (a race, say) is recorded as such and the next best is tried, `tries` in all."""
-        if self.stream is not None or not self.store.best(1):
+        if self.stream is not None or self.champion.current is None:
             return
         self._progress(force=True, note="confirming the best")
-        for record in self.store.best(tries):
-            c = record.candidate
+        first = self.champion.current.candidate
+        ranked = [first] + [r.candidate for r in self.store.best(tries) if r.candidate.id != first.id]
+        for c in ranked[:tries]:
             build_ref, lib = self._build(c.source)
             b = ray.get(build_ref)
             if not b.ok:                              # cannot happen with an intact build cache; say so if it does
@@ -595,8 +645,8 @@ class Driver:
 
     def summary(self) -> RunSummary:
         elapsed = time.perf_counter() - self.start
-        member = self.population.best()
-        best = self.confirmed or (member.candidate if member is not None else None)
+        current = self.champion.current
+        best = self.confirmed or (current.candidate if current is not None else None)
         ev = self.best_evaluation
         kernel = self.run_dir / f"best{SUFFIX[self.plan.target]}"
         verifiers, saved = self.verification.summary(self.busy_seconds / self.evaluated if self.evaluated else 0.0)
@@ -611,7 +661,8 @@ class Driver:
             best=None if best is None or ev is None else Best(
                 id=best.id, kernel=str(kernel), operator=best.operator, speedup=ev.speedup,
                 speedup_eager=ev.speedup_eager, speedup_compile=ev.speedup_compile, floor_fraction=ev.floor_fraction,
-                confirmed=self.confirmed is not None, not_confirmed=tuple(self.not_confirmed)),
+                confirmed=self.confirmed is not None, not_confirmed=tuple(self.not_confirmed),
+                speedup_ci=ev.speedup_ci, ties=tuple(self.champion.ties), comparisons=self.champion.comparisons),
             spend_usd=round(self.spend.spent, 6), llm_calls=self.spend.calls, verifiers=verifiers,
             gpu_seconds_saved=saved, suspected_judge_bugs=tuple(self.suspects))
         self.tracker.finish(summary.as_dict())
