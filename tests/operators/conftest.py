@@ -48,8 +48,8 @@ def judged(task, shape_set: str = "bench", fail_heldout: bool = False) -> Evalua
     for i, c in enumerate(cases):
         s = lambda ms_: Stats(ms_, ms_ * 0.98, ms_ * 1.02, 50)  # noqa: E731
         wrong = fail_heldout and c is cases[-1]
-        why = (f"output out: 7 of 300009 elements outside tolerance (atol=0.0001, rtol=0.0001); worst at (2, 100002): "
-               f"got 1.5, expected 1.2 (call 1)") if wrong else None
+        why = ("output out: 7 of 300009 elements outside tolerance (atol=0.0001, rtol=0.0001); worst at (2, 100002): "
+               "got 1.5, expected 1.2 (call 1)") if wrong else None
         if wrong:
             failure = f"{c.id}: {why}"
         ms.append(Measurement(config=c.id, shape=c.shape_id, init=c.init, heldout=c.heldout, correct=not wrong,

@@ -12,14 +12,12 @@ no key reaches the run directory, the logs or a candidate's worker environment.
 from __future__ import annotations
 
 import collections
-import importlib.util
 import json
 import logging
 import os
 import shutil
 import sqlite3
 import sys
-import threading
 from pathlib import Path
 
 import pytest
