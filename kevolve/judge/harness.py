@@ -11,8 +11,12 @@ torch eager and torch.compile on the same inputs (see `judge.timing`).
 Guarantees: the reference never exists in the worker; a crash, CUDA error or hang of the worker is a
 verdict (`crash`, `timeout`) and the next evaluation starts a new worker; nothing the candidate prints can
 be mistaken for the protocol. `Evaluation.failure` says what failed, where, and by how much.
+Before any worker loads a C-ABI library, `judge.symbols` checks its imports and load-time code (verdict stage
+`symbols`); the worker confines itself before loading it (`judge.confine`); the worker's whole process
+group ends with the judgement, and a worker that dies at teardown turns a pass into a `teardown` crash.
 Not guaranteed: timing stability on a loaded machine; protection from a candidate that attacks the worker's
-Python objects in memory (the static rules forbid the means; see `judge.rules`).
+Python objects in memory by pointer arithmetic (no layer sees it; the outputs are still checked here, in
+the evaluator, and the clock's own guarantees are `judge.timing`'s).
 """
 from __future__ import annotations
 
