@@ -77,7 +77,7 @@ HOSTILE = [
     ("nan_output.cpp", "correctness", ["NaN"], None),
     ("eps_wrong.cpp", "correctness", ["outside tolerance"], None),
     ("unbiased_var.cpp", "correctness", ["outside tolerance"], None),
-    ("workspace_assumed_zero.cpp", "correctness", ["NaN"], None),
+    ("workspace_assumed_zero.cpp", "correctness", ["output out"], None),   # random garbage: NaN or off
     ("returns_nonzero.cpp", "correctness", ["returned 3"], None),
     ("crash_segfault.cpp", "correctness", ["crash", "SIGSEGV"], None),
     ("detached_thread.cpp", "verify", ["static rule", ": thread:"], None),
