@@ -28,7 +28,10 @@ from kevolve import ROOT
 from kevolve.judge.sandbox import clean_env
 
 SUFFIX = {"cuda": ".cu", "cpu": ".cpp"}
-NVCC_FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo"]
+# `-cudart shared`: every CUDA runtime call the kernel makes is an undefined symbol `judge.symbols` checks
+# (the static runtime would hide them among ~170 libc/pthread/dl imports of its own); the rpath finds the
+# toolkit's runtime when the worker's torch has not already loaded one with the same soname.
+NVCC_FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-cudart", "shared"]
 GXX_FLAGS = ["-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared", "-fPIC"]
 MAX_ERROR_CHARS = 4000
 
@@ -160,7 +163,8 @@ def build(source: str, target: str, abi: str = "c", arch: str | None = None, tim
 def _c_command(src: Path, out: Path, target: str, arch: str) -> list[str]:
     if target == "cuda":
         nvcc = os.path.join(cuda_home(), "bin", "nvcc")
-        return [nvcc, *NVCC_FLAGS, f"-gencode=arch=compute_{arch},code=sm_{arch}", "-o", str(out), str(src)]
+        return [nvcc, *NVCC_FLAGS, f"-Xlinker=-rpath={os.path.join(cuda_home(), 'lib64')}",
+                f"-gencode=arch=compute_{arch},code=sm_{arch}", "-o", str(out), str(src)]
     return ["g++", *GXX_FLAGS, "-o", str(out), str(src)]
 
 

@@ -72,7 +72,7 @@ class Checker:
             if reply["rc"] != 0:
                 return fail(f"the kernel returned {reply['rc']} (call {variant + 1})")
             if reply.get("overruns"):
-                return fail(f"wrote past the end of {', '.join(reply['overruns'])} (call {variant + 1})")
+                return fail(f"wrote outside {', '.join(reply['overruns'])} (call {variant + 1}, {reply.get('layout', 'aligned')} buffers)")
             changed = [n for n in mine if reply["after"][n] != mine[n]]
             if changed:
                 return fail(f"input {', '.join(changed)} modified by the kernel (call {variant + 1})")

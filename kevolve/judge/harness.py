@@ -11,8 +11,12 @@ torch eager and torch.compile on the same inputs (see `judge.timing`).
 Guarantees: the reference never exists in the worker; a crash, CUDA error or hang of the worker is a
 verdict (`crash`, `timeout`) and the next evaluation starts a new worker; nothing the candidate prints can
 be mistaken for the protocol. `Evaluation.failure` says what failed, where, and by how much.
+Before any worker loads a C-ABI library, `judge.symbols` checks its imports and load-time code (verdict stage
+`symbols`); the worker confines itself before loading it (`judge.confine`); the worker's whole process
+group ends with the judgement, and a worker that dies at teardown turns a pass into a `teardown` crash.
 Not guaranteed: timing stability on a loaded machine; protection from a candidate that attacks the worker's
-Python objects in memory (the static rules forbid the means; see `judge.rules`).
+Python objects in memory by pointer arithmetic (no layer sees it; the outputs are still checked here, in
+the evaluator, and the clock's own guarantees are `judge.timing`'s).
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import time
 from pathlib import Path
 
 from kevolve.judge import build as builder
-from kevolve.judge import exchange, noise, rules, timed
+from kevolve.judge import exchange, noise, rules, symbols, timed
 from kevolve.judge.checks import Checker
 from kevolve.judge.options import Options
 from kevolve.judge.phases import Phases
@@ -57,8 +61,26 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
     start = time.perf_counter()
     configs = task.configs(options.shapes)
     base = dict(task=task.name, target=options.target, abi=options.abi, shapes=options.shapes, compiled=True)
+    imports = symbols.check(lib_path, options.target) if options.abi == "c" else None
+    if imports:                            # before any worker loads the library
+        return Evaluation(**base, correct=False, stage="symbols", failure=imports,
+                          eval_seconds=time.perf_counter() - start)
     files = Path(tempfile.mkdtemp(prefix="kevolve-", dir=exchange.files_root()))
     worker = reuse.worker() if reuse else WorkerProcess(options)
+    try:
+        ev = _judge(task, lib_path, options, module, reuse, fresh_baselines, worker, files, start, configs, base)
+    finally:                               # the worker's whole process group ends with the judgement
+        ended = worker.close()
+        shutil.rmtree(files, ignore_errors=True)
+        if reuse:
+            reuse.start_spare()
+    if ended and ev.correct:               # a death by signal at teardown is a crash, not a pass
+        ev = Evaluation(**{**ev.__dict__, "correct": False, "stage": "teardown", "failure": f"crash: {ended}"})
+    return ev
+
+
+def _judge(task: Task, lib_path: str, options: Options, module: str | None, reuse: Reuse | None,
+           fresh_baselines: bool, worker: WorkerProcess, files: Path, start: float, configs, base) -> Evaluation:
     device_name, bandwidth, measurements = "", None, []
     clock = Phases()
     baselines_reused = False               # some configuration's baseline times came from `reuse`
@@ -78,8 +100,8 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
                                    threads=options.threads)
         except WorkerDied as e:            # a crash or hang while the library loads (static initialisers)
             info = {"error": f"{e.kind}: {e.detail}"}
-        if reuse:
-            reuse.start_spare()
+        if reuse and (info.get("confinement") or {}).get("landlock"):
+            reuse.start_spare()            # a Landlocked kernel cannot reach it; otherwise after this worker ends
         if "error" in info:
             return verdict("load", f"load error: {info['error']}")
         device_name, bandwidth = info["device"], info["bandwidth_gbs"]
@@ -106,9 +128,6 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
         stage = "correctness" if len(measurements) < len(configs) or not options.time_kernel else "timing"
         where = configs[len(measurements)].id + ": " if len(measurements) < len(configs) else ""
         return verdict(stage, f"{where}{e.kind}: {e.detail}")
-    finally:
-        worker.close()
-        shutil.rmtree(files, ignore_errors=True)
 
 
 def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Measurement], options: Options,

@@ -3,8 +3,14 @@
 `WorkerProcess` starts `python -m kevolve.judge.worker` in its own session with an environment holding no
 secrets (`sandbox.clean_env`), sends one command at a time with a fresh nonce, and reads one reply.
 Guarantees: a reply without the request's nonce (a kernel writing to the protocol pipe), a dead worker or
-a command past its timeout raises `WorkerDied` (kind `protocol`, `crash` or `timeout`) and, for the last
-two, the whole process group is killed; the worker's stderr tail is kept for the verdict's log.
+a command past its timeout raises `WorkerDied` (kind `protocol`, `crash` or `timeout`); the worker's stderr
+tail is kept for the verdict's log. Each worker gets a private temporary directory (TMPDIR, HOME and the
+torch/Triton/CUDA caches point into it, so nothing one candidate writes is read by the next) that the
+worker's confinement (`judge.confine`) makes the only place it may write besides the output exchange.
+`close()` always ends the worker's whole process group — also after a normal exit, so a child the kernel
+left behind dies with the judgement (confined workers cannot leave the group: setsid/setpgid are denied) —
+removes the private directory, and returns how the worker ended if that was not a clean exit when asked
+(a death by signal at teardown is a crash verdict, see `harness.judge`).
 Not guaranteed: anything about what the worker computed — `checks` decides that.
 """
 from __future__ import annotations
@@ -14,6 +20,7 @@ import json
 import os
 import secrets
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,9 +52,16 @@ class WorkerProcess:
             # torch's OpenMP and the kernel's (the system libgomp) are two thread pools; spinning ones
             # starve each other on few cores and time each other's spin, not work
             extra.setdefault("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
+        _not_dumpable()
+        self.tmp = tempfile.mkdtemp(prefix="kevolve-worker-")
+        open(os.path.join(self.tmp, ".kevolve-worker"), "w").close()
+        for var, sub in (("TMPDIR", ""), ("HOME", ""), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+                         ("TRITON_CACHE_DIR", "triton"), ("CUDA_CACHE_PATH", "nv"), ("XDG_CACHE_HOME", "cache")):
+            extra[var] = os.path.join(self.tmp, sub) if sub else self.tmp
         self.proc = subprocess.Popen([sys.executable, "-m", "kevolve.judge.worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(extra),
-                                     start_new_session=True, cwd=tempfile.gettempdir())
+                                     start_new_session=True, cwd=self.tmp)
+        self.pgid = self.proc.pid                         # its own session and group, led by the worker
         self.stderr = collections.deque(maxlen=256)       # the tail only: a kernel may print without end
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
@@ -101,23 +115,43 @@ class WorkerProcess:
         return "".join(self.stderr)
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """Kills the worker's whole process group, whether or not the worker itself is still alive (its
+        children keep the group after it exits), and reaps the worker."""
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         self.proc.wait()
 
-    def close(self) -> None:
+    def close(self) -> str | None:
+        """Asks the worker to exit, then ends its process group and removes its private directory. Returns
+        None after a clean exit, else how it ended (a signal, a nonzero status, no exit when asked)."""
+        ended = None
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.write(b'{"cmd": "exit"}\n')
                 self.proc.stdin.flush()
                 self.proc.wait(timeout=10)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                pass
+            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
+                ended = "the worker did not exit when asked"
+        code = self.proc.poll()
         self.kill()
+        if ended is None and code is not None and code != 0:
+            ended = (f"the worker was killed by signal {signal.Signals(-code).name} at teardown" if code < 0
+                     else f"the worker exited with status {code} at teardown")
         self.sel.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return ended
+
+
+def _not_dumpable() -> None:
+    """The evaluator itself: no other process of its user may open its /proc/<pid>/fd (the pipes to every
+    worker, the spare's included) — a confined worker is also kept out by Landlock."""
+    import ctypes
+    try:
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)          # PR_SET_DUMPABLE 0
+    except (OSError, AttributeError):
+        pass
 
 
 def _physical_gpu(index: int) -> str:

@@ -1,57 +1,123 @@
 """Static rules: reject a candidate before any build, with the rule and the line that broke it.
 
 A kernel is one source file that computes; it has no business starting threads or processes, touching files,
-sockets or the environment, loading libraries, making system calls, or (in the C ABI) reaching into torch.
-The rules run on the source with comments and string literals blanked (so a rule can't be dodged by, nor
-trip over, a comment), and on the raw text for preprocessor tricks (token pasting that could assemble a
-forbidden name). Includes are checked against an allow-list per target and ABI.
+sockets or the environment, loading libraries, making system calls, handling signals, sleeping, running code at
+load time, binding names to other symbols, or (in the C ABI) reaching into torch or the Python interpreter.
 
-Guarantees: `check(source, target, abi)` returns a `Verdict`; `ok=False` carries every violated rule with
-its reason and line number. Not guaranteed: that a kernel which passes is harmless — the harness still runs
-it in a separate process with no secrets and a timeout.
+Two passes. On the raw text (comments and literals blanked): includes against an allow-list per target and
+ABI, and the directives that could smuggle code past the second pass (`##`, `#include_next`, `#import`,
+macro stacking, `#line` and GNU line markers, which would make user code look like a system header's).
+Then on the *preprocessed* token stream (`judge.tokens`: the toolchain's own preprocessor with the build's
+flags, then a real C++ tokenizer): every identifier of the user's file (tokens of system headers are skipped
+by the line markers, but a header's macro expanded in user code is user code) is looked up in the
+vocabulary below — any use, not only `name(`: taking its address, `(f)(x)`, a `(` on the next line, a
+macro; members (`x.open`, `p->write`) are not uses. Token sequences catch `std::thread` and friends,
+attributes however spelled (`__attribute__((__constructor__))`, `[[gnu::constructor]]`, `alias`, `section`),
+asm labels and file-scope asm, `extern "C"` declarations other than the entry point (however spelled), and
+`#pragma`s outside an allow-list (`#pragma weak`, `redefine_extname` bind names).
+
+Guarantees: `check(source, target, abi)` returns a `Verdict`; `ok=False` carries every violated rule with its
+reason and line number. Not guaranteed: that a kernel which passes is harmless — C reaches any function by
+address arithmetic, which no rule sees. The symbol check of the built library (`judge.symbols`) and the
+worker's confinement (`judge.confine`) are the next layers; no layer is trusted alone.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-# (rule name, pattern on code with comments/strings blanked, reason)
-RULES: tuple[tuple[str, str, str], ...] = (
-    ("thread", r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_\w+|\bthrd_create\b|\bclone\s*\(",
-     "starts a thread: work outside the call escapes timing and correctness checks (use OpenMP or CUDA)"),
-    ("process", r"(?<![\w.>])(fork|vfork|execl|execlp|execle|execv|execvp|execvpe|execve|fexecve|execveat|system|"
-                r"popen|posix_spawn\w*|daemon)\s*\(",
-     "starts or replaces a process"),
-    ("file", r"(?<![\w.>])(fopen|freopen|fdopen|open|openat|creat|unlink|unlinkat|mkdir|rmdir|opendir|readlink|"
-             r"truncate|ftruncate|stat|lstat|fstat|access|chmod|chown|symlink|link)(64)?\s*\(|"
-             r"(?<![\w.>])(read|write|pread|pwrite|readv|writev|close|lseek|dup|dup2|dup3|fcntl|ioctl|pipe|pipe2|"
-             r"sendfile|splice|tee|fsync|fdatasync)(64)?\s*\(|"
-             r"(?<!std::)(?<![\w.>])(remove|rename)\s*\(|"
-             r"\bstd\s*::\s*[io]?fstream\b|\b[io]?fstream\b|\bstd\s*::\s*filesystem\b|\bFILE\s*\*",
-     "touches files: a kernel reads only its arguments"),
-    ("socket", r"(?<![\w.>])(socket|connect|bind|listen|accept|sendto|recvfrom|getaddrinfo|gethostbyname)\s*\(",
-     "opens a network connection"),
-    ("environment", r"\b(getenv|secure_getenv|setenv|putenv|unsetenv|clearenv|_*environ)\b",
-     "reads or changes the environment (which holds no secrets, but a kernel has no use for it)"),
-    ("dynamic-loading", r"\b(dlopen|dlsym|dlmopen|dlvsym)\b", "loads code at run time"),
-    ("syscall", r"\bsyscall\b|\bsysenter\b|\bint\s*\$?0x80\b|\b__NR_\w+", "makes a raw system call"),
-    ("signal", r"(?<![\w.>])(signal|sigaction|raise|kill|setjmp|longjmp|alarm|ptrace)\s*\(",
-     "handles or sends signals"),
-    ("memory-mapping", r"(?<![\w.>])(mmap|munmap|mprotect|shm_open|shmget|shmat|madvise)\s*\(",
-     "maps memory outside the harness's buffers"),
-    ("process-exit", r"(?<![\w.>])(exit|_exit|_Exit|abort|quick_exit|atexit|at_quick_exit)\s*\(",
-     "ends or hooks the process; return a nonzero status instead"),
-    ("constructor", r"__attribute__\s*\(\(\s*(constructor|destructor|init_priority)",
-     "runs code at load time, outside the harness's call"),
-    ("symbol-alias", r"\b(weakref|alias|ifunc|symver)\s*\(|\)\s*(__asm__|__asm|asm)\s*\(",
-     "binds a name to another symbol (a way to reach C functions without declaring them)"),
-    ("host-memory", r"\bcudaMallocManaged\b|\bcudaHostAlloc\b|\bcudaMallocHost\b|\bcudaHostRegister\b",
-     "allocates managed or pinned host memory; use the workspace the harness passes"),
-    ("device-reset", r"\bcudaDeviceReset\b|\bcudaSetDevice\b|\bcudaDeviceSetLimit\b|\bcudaSetDeviceFlags\b",
-     "changes device-wide state that the harness owns"),
-    ("python", r"\bPy[A-Z]\w*\s*\(|\bpybind11\s*::\s*(module|exec|eval|import)",
-     "calls into the Python interpreter"),
-)
+from kevolve.judge import tokens as lex
+
+# rule -> (reason, forbidden identifiers, forbidden identifier prefixes)
+VOCABULARY: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {
+    "thread": ("starts a thread: work outside the call escapes timing and correctness checks (use OpenMP or CUDA)",
+               frozenset("thrd_create thrd_detach clone clone3 timer_create sigevent this_thread "
+                         "call_once".split()),
+               ("pthread_", "__gthread", "__gthrw", "__pthread")),
+    "host-callback": ("runs host code on a CUDA runtime thread, outside the call",
+                      frozenset("cudaLaunchHostFunc cudaStreamAddCallback cuLaunchHostFunc cuStreamAddCallback "
+                                "cudaUserObjectCreate cuUserObjectCreate cudaGraphAddHostNode "
+                                "cudaGraphHostNodeSetParams cudaGraphExecHostNodeSetParams".split()), ()),
+    "process": ("starts or replaces a process",
+                frozenset("fork vfork _Fork execl execlp execle execv execvp execvpe execve fexecve execveat system "
+                          "popen pclose daemon wait waitpid wait3 wait4 waitid".split()), ("posix_spawn",)),
+    "file": ("touches files: a kernel reads only its arguments (if this is your own variable, rename it)",
+             frozenset("fopen freopen fdopen open openat openat2 creat unlink unlinkat mkdir mkdirat rmdir opendir "
+                       "fdopendir readdir scandir readlink readlinkat truncate ftruncate stat lstat fstat fstatat statx "
+                       "access faccessat eaccess euidaccess chmod fchmod fchmodat chown fchown lchown fchownat "
+                       "symlink symlinkat link linkat rename renameat renameat2 read write pread pwrite readv writev "
+                       "preadv pwritev close close_range lseek dup dup2 dup3 fcntl ioctl pipe pipe2 sendfile splice "
+                       "tee vmsplice fsync fdatasync sync syncfs mkfifo mknod mknodat tmpfile tmpnam tempnam mkstemp "
+                       "mkostemp mkdtemp inotify_init inotify_init1 fanotify_init FILE fstream ifstream ofstream "
+                       "basic_fstream basic_ifstream basic_ofstream filebuf basic_filebuf filesystem __open "
+                       "__open_2 __read __write __close io_uring_setup io_uring_enter".split()), ()),
+    "socket": ("opens a network connection",
+               frozenset("socket socketpair connect bind listen accept accept4 sendto recvfrom sendmsg recvmsg "
+                         "send recv getaddrinfo gethostbyname gethostbyname2 gethostbyaddr".split()), ()),
+    "environment": ("reads or changes the environment (which holds no secrets, but a kernel has no use for it)",
+                    frozenset("getenv secure_getenv setenv putenv unsetenv clearenv environ __environ _environ "
+                              "__libc_secure_getenv".split()), ()),
+    "dynamic-loading": ("loads code or looks up symbols at run time",
+                        frozenset("dlopen dlsym dlmopen dlvsym dlinfo dladdr dladdr1 dl_iterate_phdr dlerror "
+                                  "__libc_dlopen_mode __libc_dlsym _dl_sym".split()), ()),
+    "driver-entry-point": ("asks the CUDA runtime for driver functions: a dlsym for the whole driver API",
+                           frozenset(), ("cudaGetDriverEntryPoint", "cuGetProcAddress", "cudaGetExportTable",
+                                         "cuGetExportTable")),
+    "syscall": ("makes a raw system call", frozenset("syscall __syscall sysenter".split()), ("__NR_", "SYS_")),
+    "signal": ("handles or sends signals",
+               frozenset("signal sigaction sigprocmask pthread_sigmask raise kill killpg tgkill tkill sigqueue "
+                         "setjmp longjmp sigsetjmp siglongjmp _setjmp _longjmp __sigsetjmp alarm ualarm setitimer "
+                         "ptrace pause sigwait sigsuspend sigaltstack timer_settime __builtin_setjmp "
+                         "__builtin_longjmp".split()), ()),
+    "sleep": ("waits on the clock: a kernel computes", frozenset("sleep usleep nanosleep clock_nanosleep "
+                                                                 "sched_yield".split()), ()),
+    "memory-mapping": ("maps or protects memory outside the harness's buffers",
+                       frozenset("mmap mmap64 munmap mprotect mremap shm_open shm_unlink shmget shmat shmdt madvise "
+                                 "memfd_create process_vm_readv process_vm_writev pkey_mprotect brk sbrk".split()),
+                       ()),
+    "process-exit": ("ends or hooks the process; return a nonzero status instead",
+                     frozenset("exit _exit _Exit abort quick_exit atexit at_quick_exit __cxa_atexit "
+                               "__cxa_thread_atexit on_exit terminate set_terminate".split()), ()),
+    "stack-walk": ("reads its caller's frames: the worker's interpreter is off limits",
+                   frozenset("__builtin_return_address __builtin_frame_address __builtin_extract_return_addr "
+                             "__builtin_apply __builtin_apply_args backtrace _Unwind_Backtrace".split()), ()),
+    "host-memory": ("allocates managed or pinned host memory; use the workspace the harness passes",
+                    frozenset("cudaMallocManaged cudaHostAlloc cudaMallocHost cudaHostRegister cudaHostGetDevicePointer "
+                              "cuMemAllocManaged cuMemHostAlloc cuMemHostRegister".split()), ()),
+    "device-reset": ("changes device-wide state that the harness owns",
+                     frozenset("cudaDeviceReset cudaSetDevice cudaDeviceSetLimit cudaSetDeviceFlags cudaThreadExit "
+                               "cudaDeviceSetCacheConfig cudaDeviceSetSharedMemConfig cudaDeviceSetMemPool "
+                               "cudaCtxResetPersistingL2Cache cudaSetValidDevices cudaDeviceFlushGPUDirectRDMAWrites "
+                               "cudaIpcOpenMemHandle cudaIpcGetMemHandle cudaIpcOpenEventHandle".split()), ()),
+    "persisting-l2": ("pins data in persisting L2 (an access-policy window survives the cache flush the clock relies on)",
+                      frozenset("cudaStreamSetAttribute cudaGraphKernelNodeSetAttribute accessPolicyWindow "
+                                "cudaAccessPolicyWindow cudaLaunchAttributeAccessPolicyWindow "
+                                "cudaStreamAttributeAccessPolicyWindow cudaKernelNodeAttributeAccessPolicyWindow "
+                                "cudaAccessPropertyPersisting cudaLimitPersistingL2CacheSize "
+                                "cudaCtxResetPersistingL2Cache".split()), ()),
+    "python": ("calls into the Python interpreter", frozenset(), ("Py", "_Py")),
+}
+# names that are forbidden only as `std::name` (`thread` is a common variable name)
+STD_ONLY = {"thread": "thread", "jthread": "thread", "async": "thread", "filesystem": "file", "system": "process",
+            "getenv": "environment", "exit": "process-exit", "quick_exit": "process-exit", "abort": "process-exit"}
+MEMBERS_OK = {"remove"}                   # std::remove is the algorithm; the file function needs no qualifier
+ATTRIBUTES = {"constructor": "constructor", "destructor": "constructor", "init_priority": "constructor",
+              "section": "constructor", "alias": "symbol-alias", "weakref": "symbol-alias",
+              "ifunc": "symbol-alias", "symver": "symbol-alias", "weak": "symbol-alias"}
+PRAGMAS = re.compile(r"#\s*pragma\s+(omp\b|unroll\b|nounroll\b|once\b|message\b|pack\b|nv_diag_\w+|diag_\w+|"
+                     r"GCC\s+(unroll|ivdep|diagnostic|optimize|push_options|pop_options|target)\b|clang\s+loop\b|"
+                     r"GCC\s+visibility\s+(push|pop)\b)")
+ASM = {"asm", "__asm__", "__asm"}
+ASM_TEXT = re.compile(r"\.(pushsection|section|symver|weak|globl|init_array|fini_array|ctors|dtors)\b|"
+                      r"\bsys(call|enter)\b|\bint\s+\$?0x80\b")
+CODE_OPENERS = {")", "]", "const", "noexcept", "override", "final", "mutable", "else", "do", "try"}
+REASONS = {"constructor": "runs code at load or unload time, outside the harness's call",
+           "symbol-alias": "binds a name to another symbol (a way to reach C functions without declaring them)",
+           "inline-assembly": "inline assembly in a CPU kernel",
+           "extern-c": "only the entry point (forward/backward) may be extern \"C\" — declaring C functions "
+                       "yourself reaches what the headers don't give",
+           "preprocessor": "token pasting, #import, macro stacking or line markers can assemble a forbidden name "
+                           "or hide code from these rules"}
 TORCH_RULES: tuple[tuple[str, str, str], ...] = (
     ("aten-fallback", r"\b(at|torch)\s*::\s*(matmul|mm|bmm|layer_norm|native_layer_norm\w*|rms_norm|softmax|log_softmax|"
                       r"cross_entropy\w*|nll_loss\w*|linear|conv\w*|var_mean|var|mean|sum|std)\s*\(|"
@@ -159,52 +225,217 @@ def _in_number(src: str, i: int) -> bool:
     return j < i and src[j].isdigit() and i + 1 < len(src) and src[i + 1].isalnum()
 
 
-def check(source: str, target: str, abi: str = "c") -> Verdict:
-    """Applies every static rule; returns all violations found."""
+def check(source: str, target: str, abi: str = "c", preprocess: bool = True) -> Verdict:
+    """Applies every static rule; returns all violations found. `preprocess=False` reads the raw text only
+    (for tests of the token rules; the harness always preprocesses)."""
     text = normalize(source)
     code = blank_comments_and_strings(text)
-    lines, raw_lines = code.split("\n"), source.split("\n")
-    text_lines = text.split("\n")
+    raw_lines = source.split("\n")
     found: list[Violation] = []
 
     def add(rule: str, lineno: int, reason: str) -> None:
-        found.append(Violation(rule, lineno, raw_lines[lineno - 1] if lineno - 1 < len(raw_lines) else "", reason))
+        v = Violation(rule, lineno, raw_lines[lineno - 1] if 0 < lineno <= len(raw_lines) else "", reason)
+        if v not in found:
+            found.append(v)
 
-    rules = RULES + (TORCH_RULES if abi == "torch" else ())
-    if target == "cpu":
-        rules += (("inline-assembly", r"\b(asm|__asm__|__asm)\b", "inline assembly in a CPU kernel"),)
-    for lineno, line in enumerate(lines, 1):
-        for name, pattern, reason in rules:
-            if re.search(pattern, line):
-                add(name, lineno, reason)
-        if "##" in line or re.search(r"^\s*#\s*(include_next|import|pragma\s+(push_macro|pop_macro))\b", line):
-            add("preprocessor", lineno, "token pasting, #import or macro stacking can assemble a forbidden name")
-        if re.match(r"\s*#\s*include\b", line):   # a directive in code, not in a comment
-            m = re.match(r"\s*#\s*include\s*([<\"])([^>\"]+)[>\"]", text_lines[lineno - 1])
-            reason = (_include_problem(m.group(1), m.group(2).strip(), target, abi) if m else
-                      "#include must name a header in <...> (a computed include could name any file)")
-            if reason:
-                add("include", lineno, reason)
-    for lineno, name in _foreign_declarations(code):
-        add("extern-c", lineno, f'extern "C" declares `{name}`: only the entry point (forward/backward) may be '
-                                "extern \"C\" — declaring C functions yourself reaches what the headers don't give")
+    clean = _directives(text, code, target, abi, add)
+    if abi == "torch":
+        for lineno, line in enumerate(code.split("\n"), 1):
+            for name, pattern, reason in TORCH_RULES:
+                if re.search(pattern, line):
+                    add(name, lineno, reason)
+    toks = None
+    if preprocess and clean:               # a rejected include or directive: the raw tokens are enough
+        try:
+            toks = lex.tokenize(lex.preprocess(source, target), lex.MAIN[target])
+        except lex.PreprocessError:
+            toks = None                    # the build fails the same way; still read what is there
+    if toks is None:
+        toks = [t for t in lex.tokenize(code) if t.kind != "directive"]
+    for rule, lineno, reason in token_violations(toks, target):
+        add(rule, lineno, reason)
     if not source.strip():
         found.append(Violation("empty", 1, "", "the source is empty"))
     return Verdict(not found, tuple(found))
 
 
-def _foreign_declarations(code: str) -> list[tuple[int, str]]:
-    """extern "C" items other than `forward`/`backward` (functions, variables, blocks)."""
-    out = []
-    for m in re.finditer(r'\bextern\s*"\s*"', code):
-        rest = code[m.end():]
-        stop = re.search(r"[({;]", rest)
-        head = rest[:stop.start()] if stop else rest
-        names = re.findall(r"[A-Za-z_]\w*", head)
-        name = names[-1] if names else "{ ... }"
-        if not stop or stop.group() != "(" or name not in ("forward", "backward"):
-            out.append((code.count("\n", 0, m.start()) + 1, name))
+def _directives(text: str, code: str, target: str, abi: str, add) -> bool:
+    """Raw-text checks of preprocessor directives; returns whether none was rejected."""
+    text_lines = text.split("\n")
+    problems = 0
+    for lineno, line in enumerate(code.split("\n"), 1):
+        if "##" in line or re.search(r"^\s*#\s*(include_next|import|pragma\s+(push_macro|pop_macro))\b", line):
+            add("preprocessor", lineno, REASONS["preprocessor"]); problems += 1
+        if re.match(r"\s*#\s*(line\b|\d)", line):
+            add("preprocessor", lineno, "#line or a line marker would make the code after it look like a system "
+                                        "header's"); problems += 1
+        if re.match(r"\s*#\s*include\b", line):   # a directive in code, not in a comment
+            m = re.match(r"\s*#\s*include\s*([<\"])([^>\"]+)[>\"]", text_lines[lineno - 1])
+            reason = (_include_problem(m.group(1), m.group(2).strip(), target, abi) if m else
+                      "#include must name a header in <...> (a computed include could name any file)")
+            if reason:
+                add("include", lineno, reason); problems += 1
+    return problems == 0
+
+
+def token_violations(toks: list, target: str) -> list[tuple[str, int, str]]:
+    """(rule, line, reason) for every forbidden use in the user's tokens."""
+    out: list[tuple[str, int, str]] = []
+    stack: list[str] = []                          # brace kinds: "code" (a function body) or "decl"
+    prev = None
+    n = len(toks)
+    for i, t in enumerate(toks):
+        if not t.user:
+            prev = None
+            continue
+        if t.kind == "directive":
+            if re.match(r"#\s*pragma\b", t.text) and not PRAGMAS.match(t.text):
+                out.append(("symbol-alias" if re.search(r"\b(weak|redefine_extname)\b", t.text) else "preprocessor",
+                            t.line, f"`{t.text[:60]}` is not an allowed pragma (omp, unroll, GCC unroll/ivdep/"
+                                    "diagnostic/optimize)"))
+            continue
+        if t.kind == "punct" and t.text == "{":
+            stack.append("code" if (stack and stack[-1] == "code") or (prev is not None and prev.text in CODE_OPENERS)
+                         else "decl")
+        elif t.kind == "punct" and t.text == "}" and stack:
+            stack.pop()
+        elif t.kind == "ident":
+            member = prev is not None and prev.text in (".", "->", ".*", "->*")
+            qualified_std = (prev is not None and prev.text == "::" and i >= 2 and toks[i - 2].text == "std")
+            if t.text in ASM:
+                out.extend(_asm_problems(toks, i, prev, stack, target))
+            elif t.text in ("__attribute__", "__attribute", "__declspec"):
+                out.extend(_attribute_problems(toks, i + 1, t.line))
+            elif t.text == "extern" and i + 1 < n and toks[i + 1].kind == "string":
+                out.extend(_extern_c_problems(toks, i + 1))
+            elif prev is not None and prev.text == "::" and t.text in ("exec", "eval", "eval_file", "import"):
+                out.append(("python", t.line, VOCABULARY["python"][0]))
+            elif not member:
+                rule = _forbidden(t.text, qualified_std)
+                if rule:
+                    out.append((rule, t.line, VOCABULARY[rule][0]))
+        elif t.kind == "punct" and t.text == "[" and i + 1 < n and toks[i + 1].text == "[":
+            out.extend(_attribute_problems(toks, i, t.line))
+        prev = t
     return out
+
+
+def _forbidden(name: str, qualified_std: bool) -> str | None:
+    if qualified_std and name in STD_ONLY:
+        return STD_ONLY[name]
+    if name in MEMBERS_OK and qualified_std:
+        return None
+    if name == "remove" and not qualified_std:
+        return "file"
+    for rule, (_, names, prefixes) in VOCABULARY.items():
+        if name in names or (prefixes and name.startswith(prefixes) and (rule != "python" or _python_name(name))):
+            return rule
+        if name.endswith("64") and name[:-2] in names:
+            return rule
+    return None
+
+
+def _python_name(name: str) -> bool:
+    """CPython's C API: Py_*, PyFoo*, _Py* (not `Pyramid` as a word... but `PyX` with X upper or `_`)."""
+    rest = name[3:] if name.startswith("_Py") else name[2:]
+    return bool(rest) and (rest[0].isupper() or rest[0] == "_")
+
+
+def _group(toks: list, i: int) -> tuple[list, int]:
+    """The tokens of the balanced bracket group that opens at toks[i], and the index after it."""
+    opener = toks[i].text
+    closer = {"(": ")", "[": "]", "{": "}"}.get(opener)
+    if closer is None:
+        return [], i
+    depth, j = 0, i
+    while j < len(toks):
+        if toks[j].text == opener:
+            depth += 1
+        elif toks[j].text == closer:
+            depth -= 1
+            if depth == 0:
+                return toks[i + 1:j], j + 1
+        j += 1
+    return toks[i + 1:], j
+
+
+def _attribute_problems(toks: list, i: int, line: int) -> list[tuple[str, int, str]]:
+    inner, _ = _group(toks, i)
+    out = []
+    for t in inner:
+        name = t.text.strip("_") if t.kind == "ident" else None
+        if name in ATTRIBUTES:
+            rule = ATTRIBUTES[name]
+            out.append((rule, t.line, f"attribute `{t.text}`: {REASONS[rule]}"))
+    return out
+
+
+def _asm_problems(toks: list, i: int, prev, stack: list[str], target: str) -> list[tuple[str, int, str]]:
+    t = toks[i]
+    if target == "cpu":
+        return [("inline-assembly", t.line, REASONS["inline-assembly"])]
+    out = []
+    statement = bool(stack) and stack[-1] == "code" and (prev is None or prev.text in (";", "{", "}", ":", "else", "do"))
+    if not statement:
+        out.append(("symbol-alias", t.line, "asm outside a statement (an asm label after a declaration, or file-"
+                                            "scope asm) binds names to symbols or emits sections"))
+    j = i + 1
+    while j < len(toks) and toks[j].kind == "ident":          # volatile, __volatile__, goto, inline
+        j += 1
+    body, _ = _group(toks, j) if j < len(toks) else ([], j)
+    text = " ".join(b.value() for b in body if b.kind == "string")
+    if ASM_TEXT.search(text):
+        out.append(("syscall", t.line, "inline assembly that makes system calls or emits sections/symbols"))
+    return out
+
+
+def _extern_c_problems(toks: list, i: int) -> list[tuple[str, int, str]]:
+    """`extern "C"` items other than the entry point: functions, variables, blocks."""
+    lit = toks[i]
+    if lit.value() != "C":
+        return []
+    j = i + 1
+    if j < len(toks) and toks[j].text == "{":
+        body, _ = _group(toks, j)
+        items, start, depth = [], 0, 0
+        for k, b in enumerate(body):                  # split the block into top-level items
+            depth += b.text in "({[" and len(b.text) == 1
+            depth -= b.text in ")}]" and len(b.text) == 1
+            if depth == 0 and (b.text == ";" or (b.text == "}" and b.kind == "punct")):
+                items.append(body[start:k + 1]); start = k + 1
+        items.append(body[start:])
+        return [p for item in items if item for p in _c_item(item, lit.line)]
+    return _c_item(toks[j:], lit.line)
+
+
+def _c_item(toks: list, line: int) -> list[tuple[str, int, str]]:
+    """The one declaration `toks` starts with must be forward/backward, a function."""
+    depth, name = 0, None
+    for k, t in enumerate(toks):
+        if t.text in (";", "=", "{") and depth == 0:
+            break
+        if t.text == "(":
+            if depth == 0 and name is None:
+                inner, after = _group(toks, k)          # `int (system)(...)`, `int (*fp)(...)`
+                idents = [x.text for x in inner if x.kind == "ident"]
+                if after < len(toks) and toks[after].text == "(" and idents and all(x.kind != "string" for x in inner):
+                    name = idents[-1]
+                    break
+                prev = toks[k - 1] if k else None
+                name = prev.text if prev is not None and prev.kind == "ident" else None
+                break
+            depth += 1
+        elif t.text == ")":
+            depth -= 1
+        elif t.kind == "ident":
+            last = t.text
+            if k + 1 < len(toks) and toks[k + 1].text in (";", "=", "[", ","):
+                name = last
+                break
+    if name in ("forward", "backward"):
+        return []
+    return [("extern-c", toks[0].line if toks else line,
+             f'extern "C" declares `{name or "{ ... }"}`: ' + REASONS["extern-c"])]
 
 
 def _include_problem(kind: str, header: str, target: str, abi: str) -> str | None:

@@ -167,11 +167,13 @@ class Session:
                 slot["inputs"][name].copy_(t)
 
     def _poison(self) -> None:
-        from kevolve.judge.worker import _poison
+        """Outputs NaN, workspace random, guard zones re-armed with fresh bytes, before every round."""
+        from kevolve.judge.worker import _arm_guards, _poison
         for name in self.checked:
             for b in self.outs[name]:
                 for t in list(b["outputs"].values()) + [b["workspace"]]:
                     _poison(t)
+                _arm_guards(b)
 
     def _export(self, variants: list[int], when: str) -> dict:
         outputs = []
@@ -191,14 +193,9 @@ class Session:
 
 
 def fingerprint(t) -> str:
-    """An exact fingerprint of a tensor's bytes, the same in the worker and the evaluator: BLAKE2 of the
-    bytes on the CPU (fast), the worker's digest on CUDA (computed on the device)."""
-    if t.device.type == "cpu":
-        import hashlib
-        import torch
-        return hashlib.blake2b(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy(), digest_size=16).hexdigest()
+    """An exact fingerprint of a tensor's bytes, the same in the worker and the evaluator (`worker.digest`)."""
     from kevolve.judge.worker import digest
-    return str(digest(t))
+    return digest(t)
 
 
 def plan_rounds(reps: int, calls: int, cuda: bool, budget_s: float | None, baseline_ms: float | None) -> int:

@@ -23,19 +23,24 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-
-def digest(t) -> int:
-    """An exact 63-bit fingerprint of a tensor's bytes (same on every process of the same device type)."""
+if TYPE_CHECKING:
     import torch
-    flat = t.detach().reshape(-1)
-    words = flat.view(torch.int32) if flat.element_size() % 4 == 0 else flat.to(torch.int32)
-    total, chunk = 0, 1 << 24
-    for start in range(0, words.numel(), chunk):
-        w = words[start:start + chunk].to(torch.int64)
-        idx = torch.arange(start, start + w.numel(), device=w.device, dtype=torch.int64)
-        total = (total + int((w * (idx % 65521 + 1) + idx).sum().item())) % (1 << 61)
-    return total
+
+
+def digest(t) -> str:
+    """A cryptographic hash (BLAKE2b) of a tensor's bytes: equal digests mean equal bytes, however a kernel
+    arranges its changes (a linear checksum could be balanced by two compensating writes)."""
+    import hashlib
+    flat = t.detach().reshape(-1).contiguous()
+    data = flat.view(torch_uint8()).cpu().numpy().tobytes() if flat.numel() else b""
+    return hashlib.blake2b(data, digest_size=32).hexdigest()
+
+
+def torch_uint8():
+    import torch
+    return torch.uint8
 
 
 class Worker:
@@ -62,6 +67,7 @@ class Worker:
         if target == "cuda":
             torch.cuda.init()
             torch.empty(1, device="cuda")
+        self.confinement = self._confine(lib, target)
         if abi == "c":
             self.kernel = CKernel(lib, self.task, target)
         else:
@@ -71,7 +77,23 @@ class Worker:
             self.kernel = TorchKernel(mod, self.task)
         name = torch.cuda.get_device_name() if target == "cuda" else _cpu_name()
         uuid = str(torch.cuda.get_device_properties(0).uuid) if target == "cuda" else None
-        return {"device": name, "bandwidth_gbs": self._bandwidth(), "uuid": uuid}
+        return {"device": name, "bandwidth_gbs": self._bandwidth(), "uuid": uuid, "confinement": self.confinement}
+
+    def _confine(self, lib: str, target: str) -> dict:
+        """Confines this process (`judge.confine`) before the kernel loads: it may read the system, Python,
+        the CUDA toolkit, the task and its own library's folder, and write only its private temporary
+        directory and the output-exchange folder."""
+        from kevolve import ROOT
+        from kevolve.judge import confine
+        from kevolve.judge.build import cuda_home
+        tmp = os.environ.get("TMPDIR", "")
+        if not Path(tmp, ".kevolve-worker").exists():
+            raise RuntimeError("the worker has no private TMPDIR (start it through judge.process.WorkerProcess)")
+        root = str(ROOT.resolve())
+        readable = [str(self.task.dir), os.path.dirname(os.path.realpath(lib)), cuda_home(), sys.prefix,
+                    sys.base_prefix, sys.exec_prefix, str(ROOT / "kevolve"), str(ROOT / "tasks")]
+        readable += [p for p in sys.path if p and os.path.realpath(p) != root]
+        return confine.confine(readable, [tmp, str(self.exchange)], target)
 
     def check(self, config: int, variant: int, new_buffers: bool) -> dict:
         """One correctness call: NaN-poisoned outputs and workspace, inputs digested before and after."""
@@ -80,14 +102,15 @@ class Worker:
         if config not in self.buffers:
             self.buffers.clear()                    # an earlier configuration's buffers are done with
         sets = self.buffers.setdefault(config, [])
-        if new_buffers or not sets:
-            sets.append(self._allocate(sizes))      # earlier sets stay alive: the new one has new addresses
+        if new_buffers or not sets:                 # earlier sets stay alive: the new one has new addresses;
+            sets.append(self._allocate(sizes, edge=bool(sets)))   # the second set sits against a page's edge
         buf = sets[-1]
         fresh = task.make_inputs(cfg, self.device, variant)
         for name, t in fresh.items():
             buf["inputs"][name].copy_(t)
         for t in list(buf["outputs"].values()) + [buf["workspace"]]:
             _poison(t)
+        _arm_guards(buf)
         before = {n: digest(t) for n, t in buf["inputs"].items()}
         self._sync()
         start = time.perf_counter()
@@ -99,7 +122,7 @@ class Worker:
         overruns = self._overruns(buf)
         files = self._export(buf["outputs"], config, variant)
         return {"rc": int(rc), "before": before, "after": after, "outputs": files, "seconds": seconds,
-                "overruns": overruns,
+                "overruns": overruns, "layout": buf["layout"],
                 "pointers": {n: t.data_ptr() for n, t in buf["inputs"].items()}}
 
     def release(self) -> dict:
@@ -204,29 +227,41 @@ class Worker:
         self._configs = self.task.configs(shapes)
         return {"n": len(self._configs)}
 
-    def _allocate(self, sizes: dict) -> dict:
-        """Every buffer is followed by a poisoned guard zone; `_overruns` says which ones were written."""
+    def _allocate(self, sizes: dict, edge: bool = False) -> dict:
+        """Every buffer sits between two guard zones (`_arm_guards` fills them with fresh random bytes before
+        each call; `_overruns` compares them bit for bit). With `edge` (the third correctness call's set):
+        outputs and workspace start one element past an aligned address (the contract promises element
+        alignment only) and keep both guards; on the CPU every input instead ends against an inaccessible
+        page, so reading one element past its end faults (a crash verdict), and its base is wherever that
+        puts it. On the GPU the caching allocator owns page placement: inputs are skewed like outputs."""
         import torch
         t, guards = self.task, {}
 
-        def mk(name: str, shape: tuple, dtype) -> "torch.Tensor":
+        def mk(name: str, shape: tuple, dtype, role: str) -> "torch.Tensor":
             n = math.prod(shape)
-            flat = torch.empty(n + GUARD, dtype=dtype, device=self.device)
-            guards[name] = flat[n:]
-            _poison(guards[name])
-            return flat[:n].view(shape)
-        return {"inputs": {s.name: mk(s.name, t.shape(s, sizes), getattr(torch, s.dtype)) for s in t.inputs},
-                "outputs": {s.name: mk(s.name, t.shape(s, sizes), getattr(torch, s.dtype)) for s in t.outputs},
-                "workspace": mk("workspace", (t.workspace(sizes),), torch.uint8), "guards": guards}
+            if edge and role == "input" and self.device == "cpu":
+                flat = _page_ended(GUARD + n, dtype)
+                guards[name] = [flat[:GUARD]]
+                return flat[GUARD:].view(shape)
+            skew = 1 if edge else 0
+            flat = torch.empty(GUARD + skew + n + GUARD, dtype=dtype, device=self.device)
+            guards[name] = [flat[:GUARD + skew], flat[GUARD + skew + n:]]
+            return flat[GUARD + skew:GUARD + skew + n].view(shape)
+        dt = lambda s: getattr(torch, s.dtype)  # noqa: E731
+        return {"inputs": {s.name: mk(s.name, t.shape(s, sizes), dt(s), "input") for s in t.inputs},
+                "outputs": {s.name: mk(s.name, t.shape(s, sizes), dt(s), "output") for s in t.outputs},
+                "workspace": mk("workspace", (t.workspace(sizes),), torch.uint8, "workspace"), "guards": guards,
+                "expected": {}, "layout": "edge" if edge else "aligned"}
 
     @staticmethod
     def _overruns(buf: dict) -> list[str]:
+        """Buffers whose guard zones (before or after) no longer hold the exact bytes written before the call."""
         import torch
         bad = []
-        for name, g in buf["guards"].items():
-            intact = torch.isnan(g).all() if g.dtype.is_floating_point else (g == _POISON_INT.get(g.dtype, 0xFF)).all()
-            if not bool(intact):
-                bad.append(name)
+        for name, zones in buf["guards"].items():
+            for k, g in enumerate(zones):
+                if not torch.equal(g.view(torch.uint8), buf["expected"][(name, k)]):
+                    bad.append(f"{name} ({'before its start' if k == 0 else 'past its end'})")
         return bad
 
     def _baseline(self, which: str, sizes: dict, probe_args: list | None, notes: dict):
@@ -265,18 +300,54 @@ class Worker:
 
 
 COMPILE_MODES = {"compile": None, "compile-max-autotune": "max-autotune-no-cudagraphs"}
-GUARD = 4096                                # elements of poison after every buffer
-_POISON_INT: dict = {}
+GUARD = 4096                                # elements of guard before and after every buffer
+
+
+def _random_bytes(n: int, device) -> "torch.Tensor":
+    """n bytes that change from call to call (a fresh OS-seeded generator each time)."""
+    import torch
+    g = torch.Generator(device=device)
+    g.manual_seed(int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1))
+    return torch.randint(0, 256, (n,), generator=g, dtype=torch.uint8, device=device)
 
 
 def _poison(t) -> None:
+    """Float outputs get NaN (so an unwritten element shows); anything else (the workspace, integer outputs)
+    random bytes that differ between calls, so no kernel can use the poison as an initial value."""
     import torch
-    if not _POISON_INT:
-        _POISON_INT.update({torch.int64: -(2**31) + 7, torch.int32: -(2**31) + 7, torch.uint8: 0xFF})
+    if t.numel() == 0:
+        return
     if t.dtype.is_floating_point:
         t.fill_(float("nan"))
     else:
-        t.fill_(_POISON_INT.get(t.dtype, 0xFF))   # workspace bytes 0xFF read as float32 are NaN
+        t.view(-1).view(torch.uint8).copy_(_random_bytes(t.numel() * t.element_size(), t.device))
+
+
+def _arm_guards(buf: dict) -> None:
+    """Fresh random bytes in every guard zone; the copy kept in `expected` is what `_overruns` compares."""
+    import torch
+    for name, zones in buf["guards"].items():
+        for k, g in enumerate(zones):
+            raw = g.view(torch.uint8)
+            raw.copy_(_random_bytes(raw.numel(), raw.device))
+            buf["expected"][(name, k)] = raw.clone()
+
+
+def _page_ended(elements: int, dtype) -> "torch.Tensor":
+    """A CPU tensor of `elements` whose last byte is followed by a PROT_NONE page."""
+    import ctypes
+    import mmap
+    import torch
+    item = torch.empty(0, dtype=dtype).element_size()
+    size, page = elements * item, mmap.PAGESIZE
+    span = -(-size // page) * page
+    region = mmap.mmap(-1, span + page, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mprotect(ctypes.c_void_p(base + span), ctypes.c_size_t(page), 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
+    whole = torch.frombuffer(region, dtype=torch.uint8, count=span, offset=0)   # holds a reference to region
+    return whole[span - size:].view(dtype)
 
 
 class _fill_uninitialized:
@@ -324,6 +395,8 @@ def _exit_with_parent() -> None:
 
 
 def main() -> None:
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)          # PR_SET_DUMPABLE 0: no /proc/<pid>/fd for others
     _exit_with_parent()
     import torch  # noqa: F401  (before the first request: a spare worker is ready when it is handed work)
     import kevolve.task.abi, kevolve.task.spec, kevolve.judge.timing  # noqa: F401,E401
@@ -342,6 +415,8 @@ def main() -> None:
         reply["nonce"] = nonce
         proto.write(json.dumps(reply) + "\n")
     proto.close()
+    sys.stderr.flush()
+    os._exit(0)             # no atexit handlers, no library destructors: nothing of the kernel's runs at teardown
 
 
 if __name__ == "__main__":

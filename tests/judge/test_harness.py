@@ -67,7 +67,7 @@ def config_of(failure: str) -> str:
 # (kernel file, expected stage, substrings the failure must contain, substring of the failing config or None)
 HOSTILE = [
     ("unwritten_tail.cpp", "correctness", ["NaN", "not written", "first call"], "N=1001/"),
-    ("overrun.cpp", "correctness", ["wrote past the end of out"], None),
+    ("overrun.cpp", "correctness", ["wrote outside out (past its end)"], None),
     ("init_specialised.cpp", "correctness", ["outside tolerance"], "/random/"),
     ("shape_n4096.cpp", "correctness", ["outside tolerance"], "N=1001/"),
     ("shape_mult32.cpp", "correctness", ["outside tolerance"], "N=1001/"),
@@ -77,7 +77,7 @@ HOSTILE = [
     ("nan_output.cpp", "correctness", ["NaN"], None),
     ("eps_wrong.cpp", "correctness", ["outside tolerance"], None),
     ("unbiased_var.cpp", "correctness", ["outside tolerance"], None),
-    ("workspace_assumed_zero.cpp", "correctness", ["NaN"], None),
+    ("workspace_assumed_zero.cpp", "correctness", ["output out"], None),   # random garbage: NaN or off
     ("returns_nonzero.cpp", "correctness", ["returned 3"], None),
     ("crash_segfault.cpp", "correctness", ["crash", "SIGSEGV"], None),
     ("detached_thread.cpp", "verify", ["static rule", ": thread:"], None),
@@ -258,12 +258,17 @@ def test_timed_calls_do_the_work():
         assert cheat.measurements[0].kernel.median >= 0.25 * honest.measurements[0].kernel.median
 
 
-def test_kernel_cannot_forge_the_protocol():
-    """The static rules refuse its `extern "C" write`; built and judged anyway, the nonce exposes it."""
+def test_kernel_cannot_forge_the_protocol(monkeypatch):
+    """The static rules refuse its `extern "C" write`, the symbol check its import of `write`; with both
+    layers off, the nonce still exposes it."""
     ev = evaluate(load_task(ONE), source("forge_protocol.cpp"), TIMED)
     assert not ev.correct and ev.stage == "verify" and "extern-c" in ev.failure, ev.failure
     built = builder.build(source("forge_protocol.cpp"), "cpu")
     assert built.ok, built.error
+    ev = judge(load_task(ONE), built.lib_path, TIMED)
+    assert not ev.correct and ev.stage == "symbols" and "`write`" in ev.failure, ev.failure
+    from kevolve.judge import harness
+    monkeypatch.setattr(harness.symbols, "check", lambda *a: None)
     ev = judge(load_task(ONE), built.lib_path, TIMED)
     assert not ev.correct and "protocol" in ev.failure, ev.failure
 
@@ -275,8 +280,14 @@ def test_a_library_without_the_entry_point_is_a_load_verdict(tiny):
     assert not ev.correct and ev.stage == "load" and "exports no" in ev.failure, ev.failure
 
 
-def test_crash_while_loading_is_a_load_verdict(tiny):
+def test_crash_while_loading_is_a_load_verdict(tiny, monkeypatch):
+    """Its dynamic initialiser is refused before load (judge.symbols); with that layer off, the crash it
+    causes while loading is a load verdict."""
     ev = judged(tiny, "crash_at_load.cpp")
+    assert not ev.correct and ev.stage == "symbols" and "load or unload" in ev.failure, (ev.stage, ev.failure)
+    from kevolve.judge import harness
+    monkeypatch.setattr(harness.symbols, "check", lambda *a: None)
+    ev = judge(tiny, builder.build(source("crash_at_load.cpp"), "cpu").lib_path, FAST)
     assert not ev.correct and "crash" in ev.failure
     assert ev.stage == "load", (ev.stage, ev.failure)
 

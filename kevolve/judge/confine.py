@@ -1,0 +1,222 @@
+"""The worker confines itself after torch and CUDA are initialised and before the kernel library loads.
+
+`confine(readable, writable, target)` applies, in order, every layer the OS grants, and returns what holds
+(`Worker.init` reports it as `info["confinement"]`):
+- `no_new_privs`, not dumpable (no core dumps; with Landlock below, other processes of the same user can't
+  open its /proc/<pid>/fd or mem), parent-death signal SIGKILL;
+- capabilities: a root worker drops all of them (bounding, ambient, effective, permitted), so it can't
+  ptrace, bypass file permissions, change uids, or get them back by exec;
+- Landlock (Linux >= 5.13): files are readable only beneath the system and Python prefixes, the CUDA
+  toolkit, the kernel's own build folder and the task; writable only beneath `writable` (the worker's
+  private temporary directory and its output-exchange folder) and a few character devices (`/dev/null`,
+  `/dev/nvidia*`); TCP bind/connect denied (ABI >= 4); signals and abstract unix sockets scoped to its own
+  domain (ABI >= 6). Landlock also stops a confined process from ptrace-accessing any process outside its
+  domain: another worker (the spare included) and the evaluator are out of reach through /proc;
+- seccomp (x86-64): no socket but AF_UNIX, no connect, no ptrace / process_vm_* / pidfd / kcmp, no io_uring,
+  no namespaces or mounts, no setsid/setpgid (children stay in the process group the evaluator kills), no
+  timer_create (SIGEV_THREAD timers start threads), no bpf / perf / userfaultfd / keyrings / modules; kill,
+  tgkill and sigqueue only to itself or its own group; clone with namespace flags refused and clone3
+  answered ENOSYS so glibc falls back to clone, whose flags the filter can read. Threads (clone with
+  CLONE_THREAD) stay allowed: OpenMP and the CUDA runtime create them lazily, after load — the symbol
+  check (`judge.symbols`) is what keeps a kernel from creating its own;
+- rlimits on the cpu target: address space, CPU seconds, file size, no core files.
+
+Not denied: fork and exec. torch.compile (the baseline the clock times in this same process) runs the
+C++ compiler and its own worker processes; a process the kernel starts inherits every layer above (seccomp
+and Landlock cannot be shed, capabilities are gone, it cannot leave the process group) and dies with it.
+On a machine that denies a layer (no Landlock, seccomp disabled, not x86-64) the rest still apply, the
+report says which one is missing, and the static rules and the symbol check remain; without Landlock,
+files the user can write are writable by a kernel that reaches libc by address arithmetic, and a sibling
+process of the same user is reachable through /proc while it is dumpable (`reuse` then starts the spare
+only after the current worker is dead).
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import resource
+import signal
+import struct
+import sys
+from pathlib import Path
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+NR = {"landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446, "capset": 126}
+READ_ONLY = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/opt")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+def confine(readable: list[str], writable: list[str], target: str, limits: dict | None = None) -> dict:
+    """Applies every layer it can; returns {layer: what holds} and `missing`: {layer: why not}."""
+    report: dict = {"missing": {}}
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _prctl(PR_SET_DUMPABLE, 0)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    report["no_new_privs"] = True
+    report["capabilities"] = _drop_capabilities()
+    for name, layer in (("landlock", lambda: _landlock(readable, writable)), ("seccomp", _seccomp)):
+        try:
+            report[name] = layer()
+        except OSError as e:
+            report[name] = None
+            report["missing"][name] = str(e)
+    if target == "cpu":
+        report["rlimits"] = _rlimits(limits or {})
+    return report
+
+
+def _prctl(option: int, arg: int) -> None:
+    if _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def _drop_capabilities() -> str:
+    if os.geteuid() != 0:
+        return "none held (not root)"
+    for cap in range(64):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)       # EINVAL past the last capability: ignored
+    _libc.prctl(PR_CAP_AMBIENT, 4, 0, 0, 0)               # PR_CAP_AMBIENT_CLEAR_ALL
+    header = struct.pack("<Ii", 0x20080522, 0)            # _LINUX_CAPABILITY_VERSION_3, this process
+    data = bytes(24)                                      # two empty (effective, permitted, inheritable) sets
+    if _libc.syscall(NR["capset"], header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+    return "dropped (root without capabilities)"
+
+
+# ---------------------------------------------------------------- Landlock
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+FS_TRUNCATE, FS_IOCTL_DEV = 1 << 14, 1 << 15
+
+
+def landlock_abi() -> int:
+    r = _libc.syscall(NR["landlock_create_ruleset"], None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(r), 0)
+
+
+def _landlock(readable: list[str], writable: list[str]) -> int:
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError(errno.ENOSYS, "Landlock is not available (kernel < 5.13 or not enabled)")
+    handled = (1 << 13) - 1                                   # ABI 1: execute .. make_sym
+    handled |= (1 << 13) if abi >= 2 else 0                   # refer
+    handled |= FS_TRUNCATE if abi >= 3 else 0
+    handled |= FS_IOCTL_DEV if abi >= 5 else 0
+    net = 0b11 if abi >= 4 else 0                             # bind_tcp, connect_tcp: no rule allows them
+    scoped = 0b11 if abi >= 6 else 0                          # abstract unix sockets, signals
+    attr = struct.pack("<QQQ", handled, net, scoped)[:24 if abi >= 6 else 16 if abi >= 4 else 8]
+    fd = _libc.syscall(NR["landlock_create_ruleset"], attr, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    try:
+        read = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+        file_rights = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | (FS_TRUNCATE if abi >= 3 else 0) \
+            | (FS_IOCTL_DEV if abi >= 5 else 0)
+        for path in _existing(list(READ_ONLY) + list(readable)):
+            _add_rule(fd, path, read if os.path.isdir(path) else read & ~FS_READ_DIR)
+        for path in _existing(list(DEVICES) + [str(p) for p in Path("/dev").glob("nvidia*")]):
+            _add_rule(fd, path, (file_rights & ~FS_EXECUTE) if not os.path.isdir(path)
+                      else (file_rights & ~FS_EXECUTE) | FS_READ_DIR)
+        for path in _existing(writable):
+            _add_rule(fd, path, handled)
+        if _libc.syscall(NR["landlock_restrict_self"], fd, ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    finally:
+        os.close(fd)
+    return abi
+
+
+def _existing(paths: list[str]) -> list[str]:
+    return sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)})
+
+
+def _add_rule(ruleset: int, path: str, access: int) -> None:
+    pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        attr = struct.pack("<Qi", access, pfd)                # struct landlock_path_beneath_attr, packed
+        if _libc.syscall(NR["landlock_add_rule"], ruleset, ctypes.c_int(1), attr, ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule({path}) failed")
+    finally:
+        os.close(pfd)
+
+
+# ---------------------------------------------------------------- seccomp
+AUDIT_ARCH_X86_64 = 0xC000003E
+DENY = {  # x86-64 numbers
+    "connect": 42, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438,
+    "pidfd_open": 434, "pidfd_send_signal": 424, "kcmp": 312, "io_uring_setup": 425, "io_uring_enter": 426,
+    "io_uring_register": 427, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "mount": 165,
+    "umount2": 166, "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "keyctl": 250,
+    "add_key": 248, "request_key": 249, "setsid": 112, "setpgid": 109, "init_module": 175, "finit_module": 313,
+    "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320, "reboot": 169, "swapon": 167,
+    "swapoff": 168, "acct": 163, "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305,
+    "adjtimex": 159, "sethostname": 170, "setdomainname": 171, "ioperm": 173, "iopl": 172,
+    "open_by_handle_at": 304, "name_to_handle_at": 303, "fanotify_init": 300, "timer_create": 222, "tkill": 200,
+    "mknod": 133, "mknodat": 259, "quotactl": 179, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+    "fsconfig": 431, "fsmount": 432, "mount_setattr": 442,
+}
+SOCKET, CLONE, CLONE3, KILL, TGKILL, SIGQUEUE, TGSIGQUEUE = 41, 56, 435, 62, 234, 129, 297
+CLONE_NAMESPACES = 0x00020000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x02000000
+RET_ALLOW, RET_ERRNO, RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
+LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+
+
+def _seccomp() -> str:
+    if platform.machine() != "x86_64" or sys.byteorder != "little":
+        raise OSError(errno.ENOSYS, f"the seccomp filter is written for x86-64, not {platform.machine()}")
+    pid = os.getpid()
+    prog = _filter(pid)
+    buf = b"".join(struct.pack("<HBBI", *ins) for ins in prog)
+    cbuf = ctypes.create_string_buffer(buf)
+    fprog = struct.pack("<HxxxxxxQ", len(prog), ctypes.addressof(cbuf))
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+    return "filter installed (x86-64)"
+
+
+def _filter(pid: int) -> list[tuple[int, int, int, int]]:
+    """A classic-BPF program: (code, jt, jf, k). Arguments are compared on their low 32 bits (the kernel
+    reads pid_t and int flags from those)."""
+    eperm = RET_ERRNO | errno.EPERM
+    p: list[tuple[int, int, int, int]] = [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+                                          (RET_K, 0, 0, RET_KILL), (LD_W_ABS, 0, 0, 0),
+                                          (JGE_K, 0, 1, 0x40000000), (RET_K, 0, 0, eperm)]
+    for nr in sorted(DENY.values()):
+        p += [(JEQ_K, 0, 1, nr), (RET_K, 0, 0, eperm)]
+    p += [(JEQ_K, 0, 1, CLONE3), (RET_K, 0, 0, RET_ERRNO | errno.ENOSYS)]
+    # socket(domain): AF_UNIX only
+    p += [(JEQ_K, 0, 4, SOCKET), (LD_W_ABS, 0, 0, 16), (JEQ_K, 0, 1, 1), (RET_K, 0, 0, RET_ALLOW),
+          (RET_K, 0, 0, eperm)]
+    # clone(flags): no new namespaces
+    p += [(JEQ_K, 0, 4, CLONE), (LD_W_ABS, 0, 0, 16), (JSET_K, 0, 1, CLONE_NAMESPACES), (RET_K, 0, 0, eperm),
+          (RET_K, 0, 0, RET_ALLOW)]
+    # kill(pid): itself, its group (0 or -pid); tgkill / sigqueue: its own thread group
+    own = [pid, 0, (-pid) & 0xFFFFFFFF]
+    p += [(JEQ_K, 0, 6, KILL), (LD_W_ABS, 0, 0, 16), (JEQ_K, 3, 0, own[0]), (JEQ_K, 2, 0, own[1]),
+          (JEQ_K, 1, 0, own[2]), (RET_K, 0, 0, eperm), (RET_K, 0, 0, RET_ALLOW)]
+    for nr in (TGKILL, SIGQUEUE, TGSIGQUEUE):
+        p += [(JEQ_K, 0, 4, nr), (LD_W_ABS, 0, 0, 16), (JEQ_K, 1, 0, pid), (RET_K, 0, 0, eperm),
+              (RET_K, 0, 0, RET_ALLOW)]
+    p.append((RET_K, 0, 0, RET_ALLOW))
+    return p
+
+
+def _rlimits(limits: dict) -> dict:
+    """Address space, CPU seconds, file size; no core files. `limits` overrides the defaults."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    wanted = {"RLIMIT_AS": limits.get("address_space", max(total, 16 << 30)),
+              "RLIMIT_CPU": limits.get("cpu_seconds", 3600 * max(os.cpu_count() or 1, 1)),
+              "RLIMIT_FSIZE": limits.get("file_size", 16 << 30), "RLIMIT_CORE": 0}
+    out = {}
+    for name, value in wanted.items():
+        kind = getattr(resource, name)
+        soft, hard = resource.getrlimit(kind)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(kind, (value, value if name != "RLIMIT_CPU" else hard if hard != resource.RLIM_INFINITY
+                                  else value + 5))
+        out[name] = value
+    return out

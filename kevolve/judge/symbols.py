@@ -1,0 +1,182 @@
+"""The built library's imports and load-time code, checked before any worker loads it.
+
+The static rules read spelling; this reads what the linker made of it. `check(lib, target)` returns `None`
+or a reason (`symbol: ...`) when the library
+- imports a dynamic symbol outside the target's allow-list (libm, memory and printf-style output, OpenMP's
+  `GOMP_*`/`omp_*`, the C++ runtime pieces templates need, and on cuda the CUDA runtime calls a kernel
+  needs: launches, async memset/memcpy, errors, attributes, occupancy, streams, events, graphs). `Py*`,
+  `pthread_*`, `fork`/`exec*`/`system`, files, sockets, `dlopen`/`dlsym`, sleeps, signals, timers,
+  `cudaGetDriverEntryPoint*`, host callbacks, persisting-L2 attributes are rejected whatever the source
+  spelled (a macro, an asm label, a header's inline function);
+- runs code at load or unload: an `.init_array`/`.fini_array`/`.ctors`/`.dtors`/`.preinit_array` entry other
+  than the toolchain's own (`frame_dummy`, `__do_global_dtors_aux`, nvcc's `__sti____cudaRegisterAll`) — a
+  global object with a constructor or destructor, `__attribute__((constructor))` however spelled;
+- contains a raw `syscall`/`sysenter`/`int 0x80` instruction (x86-64 host code: CUDA host-side inline asm).
+
+Evidence for the cuda list: nvcc links the CUDA runtime statically by default, which makes the library
+import ~170 libc/pthread/dl symbols of its own and hides every runtime call; `build` therefore links it
+shared (`-cudart shared`), so each runtime call is an undefined `cuda*`/`__cuda*` symbol here. Every CUDA
+seed of every task imports only `__cudaRegister*`, `__cudaPush/PopCallConfiguration`, `__cudaLaunchKernel`,
+`__cudaGetKernel`, `cudaGetLastError`, `cudaMemsetAsync`, the C++ guard/personality symbols and `exit`
+(nvcc's registration stub calls it; the token rules still forbid `exit` in user code, and a worker that
+exits is a crash verdict).
+Not guaranteed: what the code does with addresses it computes — a kernel can reach any libc function by
+pointer arithmetic from an allowed one; the worker's confinement (`judge.confine`) is the layer for that.
+The torch ABI (an importer format that links libtorch and Python by construction) is not checked here.
+"""
+from __future__ import annotations
+
+import re
+import struct
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+MEMORY = set("""memcpy memmove memset memcmp memchr malloc calloc realloc free aligned_alloc posix_memalign
+    __memcpy_chk __memmove_chk __memset_chk strlen strnlen strcmp strncmp strcpy strncpy strchr strrchr strstr
+    __strcpy_chk __strncpy_chk abs labs llabs div ldiv qsort bsearch strtol strtoul strtoll strtoull strtod
+    strtof atoi atol atof rand srand rand_r __isoc23_strtol __isoc23_strtoul __isoc23_strtoll __isoc23_strtoull
+    printf puts putchar fprintf fputs fputc fwrite fflush stdout stderr snprintf sprintf vprintf vfprintf
+    vsnprintf __printf_chk __fprintf_chk __sprintf_chk __snprintf_chk __vfprintf_chk __vsnprintf_chk
+    __stack_chk_fail __assert_fail __errno_location __tls_get_addr __cxa_finalize __gmon_start__
+    _ITM_deregisterTMCloneTable _ITM_registerTMCloneTable __cxa_atexit""".split())
+CXX = set("""__cxa_guard_acquire __cxa_guard_release __cxa_guard_abort __cxa_begin_catch __cxa_end_catch
+    __cxa_rethrow __cxa_allocate_exception __cxa_free_exception __cxa_throw __cxa_pure_virtual
+    __cxa_deleted_virtual __cxa_call_terminate __gxx_personality_v0 _Unwind_Resume _ZSt9terminatev""".split())
+CXX_PREFIXES = ("_Znw", "_Zna", "_Zdl", "_Zda", "_ZTVN10__cxxabiv1", "_ZTISt", "_ZTSSt", "_ZNSt7__cxx1112basic_string",
+                "__atomic_", "_ZGV", "GOMP_", "omp_")
+CUDA = set("""__cudaRegisterFatBinary __cudaRegisterFatBinaryEnd __cudaUnregisterFatBinary __cudaRegisterFunction
+    __cudaRegisterVar __cudaRegisterManagedVar __cudaRegisterTexture __cudaRegisterSurface __cudaRegisterLinkedBinary
+    __cudaInitModule __cudaPushCallConfiguration __cudaPopCallConfiguration __cudaLaunchKernel __cudaGetKernel
+    __cudaLaunchKernel_ptsz exit
+    cudaLaunchKernel cudaLaunchKernel_ptsz cudaLaunchKernelExC cudaLaunchKernelExC_ptsz cudaLaunchCooperativeKernel
+    cudaMemsetAsync cudaMemset2DAsync cudaMemset3DAsync cudaMemcpyAsync cudaMemcpy2DAsync cudaMemcpyToSymbolAsync
+    cudaMemcpyFromSymbolAsync cudaMemsetAsync_ptsz cudaMemcpyAsync_ptsz cudaGetSymbolAddress cudaGetSymbolSize
+    cudaGetLastError cudaPeekAtLastError cudaGetErrorString cudaGetErrorName cudaFuncSetAttribute
+    cudaFuncGetAttributes cudaFuncSetCacheConfig cudaFuncGetName cudaDeviceGetAttribute cudaGetDevice
+    cudaGetDeviceCount cudaGetDeviceProperties cudaGetDeviceProperties_v2 cudaStreamSynchronize
+    cudaDeviceSynchronize cudaStreamWaitEvent cudaStreamCreate cudaStreamCreateWithFlags
+    cudaStreamCreateWithPriority cudaStreamDestroy cudaStreamQuery cudaStreamGetPriority cudaStreamGetFlags
+    cudaDeviceGetStreamPriorityRange cudaStreamBeginCapture cudaStreamEndCapture cudaStreamIsCapturing
+    cudaStreamGetCaptureInfo cudaMalloc cudaFree cudaMallocAsync cudaFreeAsync cudaMemGetInfo
+    cudaPointerGetAttributes cudaDriverGetVersion cudaRuntimeGetVersion cudaChooseDevice
+    cudaDeviceGetLimit cudaFuncGetParamInfo""".split())
+CUDA_PREFIXES = ("cudaOccupancy", "cudaEvent", "cudaGraph")
+FORBIDDEN_INSIDE = re.compile(r"HostNode|HostFunc|Callback|EntryPoint|ExportTable|Ipc|Managed|Persisting")
+INIT_OK = re.compile(r"^(frame_dummy|__do_global_dtors_aux|_ZL\d+__sti____cudaRegisterAllv|__sti____cudaRegisterAll\w*)$")
+INIT_SECTIONS = (".init_array", ".fini_array", ".ctors", ".dtors", ".preinit_array")
+SYSCALL_INSN = re.compile(r"\t(syscall|sysenter)\b|\tint\s+\$0x80\b")
+
+
+def check(lib: str, target: str) -> str | None:
+    """None if the library passes, else `symbol: <what> — <why>` naming the first offenders."""
+    bad = [f"`{s}` ({_why(s)})" for s in undefined(lib) if not allowed(s, target)]
+    if bad:
+        return "symbol: the library imports " + ", ".join(bad[:6]) + (" ..." if len(bad) > 6 else "")
+    extra = [e for e in init_entries(lib) if not INIT_OK.match(e)]
+    if extra:
+        return ("symbol: the library runs code at load or unload time (" + ", ".join(extra[:4]) + "): global "
+                "objects with constructors or destructors and constructor attributes are not allowed — use "
+                "function-local statics or plain arrays")
+    insn = raw_syscalls(lib)
+    if insn:
+        return f"symbol: the library contains a raw `{insn}` instruction (a system call the rules cannot see)"
+    return None
+
+
+def allowed(name: str, target: str) -> bool:
+    if name in MEMORY or name in CXX or name.startswith(CXX_PREFIXES) or name in libm():
+        return True
+    if re.match(r"^__(pow|div|mul|udiv|umod|mod|extend|trunc|fix|float|neg|cmp|ucmp|clz|ctz|popcount|bswap|add|"
+                r"sub)\w*\d$", name):                        # libgcc arithmetic helpers (__divti3, __extendhfsf2)
+        return True
+    if re.match(r"^_ZSt\d+__throw_\w+$", name):                # std::__throw_length_error and friends
+        return True
+    if target == "cuda":
+        if FORBIDDEN_INSIDE.search(name):
+            return False
+        return name in CUDA or name.startswith(CUDA_PREFIXES)
+    return False
+
+
+def _why(name: str) -> str:
+    from kevolve.judge.rules import VOCABULARY, _forbidden
+    rule = _forbidden(name, False) or _forbidden(re.sub(r"^__|_chk$|64$", "", name), False)
+    if rule:
+        return f"{rule}: {VOCABULARY[rule][0]}"
+    if name.startswith("cu") and not name.startswith("cuda"):
+        return "a CUDA driver API function: kernels use the runtime calls on the allow-list"
+    return "not on the allow-list of symbols a kernel needs"
+
+
+@lru_cache(maxsize=1)
+def libm() -> frozenset[str]:
+    """Every function the system's libm exports (found through the compiler, so it is the one linked)."""
+    try:
+        path = subprocess.run(["g++", "-print-file-name=libm.so.6"], capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+        out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(line.split()[-1].split("@")[0] for line in out.splitlines() if line.split()[1:2] in (["T"], ["W"], ["i"]))
+
+
+def undefined(lib: str) -> list[str]:
+    """The library's undefined dynamic symbols, without version suffixes."""
+    out = subprocess.run(["nm", "-D", "--undefined-only", lib], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"nm failed on {lib}: {out.stderr.strip()}")
+    return sorted({line.split()[-1].split("@")[0] for line in out.stdout.splitlines() if line.strip()})
+
+
+def raw_syscalls(lib: str) -> str | None:
+    """The first system-call instruction in the library's code, if any (x86-64 objdump)."""
+    try:
+        out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", lib], capture_output=True, text=True,
+                             timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = SYSCALL_INSN.search(out)
+    return m.group(0).strip() if m else None
+
+
+def init_entries(lib: str) -> list[str]:
+    """Names of the functions in the library's init/fini arrays (address if no symbol has it)."""
+    data = Path(lib).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise RuntimeError(f"{lib}: not a little-endian 64-bit ELF file")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + k * shentsize) for k in range(shnum)]
+    strtab = sections[shstrndx]
+
+    def name(off: int, table) -> str:
+        start = table[4] + off
+        return data[start:data.index(b"\0", start)].decode(errors="replace")
+    by_name = {name(s[0], strtab): s for s in sections}
+    symbols: dict[int, str] = {}
+    for tab, strs in ((".symtab", ".strtab"), (".dynsym", ".dynstr")):
+        if tab in by_name and strs in by_name:
+            s, st = by_name[tab], by_name[strs]
+            for k in range(s[5] // 24):
+                st_name, info, _, shndx, value, _ = struct.unpack_from("<IBBHQQ", data, s[4] + k * 24)
+                if value and (info & 0xF) == 2:                           # STT_FUNC
+                    symbols.setdefault(value, name(st_name, st))
+    relocs = {}
+    for s in sections:
+        if s[1] == 4:                                                   # SHT_RELA
+            for k in range(s[5] // 24):
+                off, info, addend = struct.unpack_from("<QQq", data, s[4] + k * 24)
+                relocs[off] = addend
+    out = []
+    for sec in INIT_SECTIONS:
+        if sec not in by_name:
+            continue
+        s = by_name[sec]
+        for k in range(s[5] // 8):
+            value, = struct.unpack_from("<Q", data, s[4] + 8 * k) if s[1] != 8 else (0,)
+            value = value or relocs.get(s[3] + 8 * k, 0)
+            if value in (0, 0xFFFFFFFFFFFFFFFF):                         # .ctors/.dtors sentinels
+                continue
+            out.append(symbols.get(value, hex(value)))
+    return out

@@ -1,0 +1,68 @@
+// Hostile, past the rules and the symbol check (libc reached by address arithmetic, see _libc.h): on its first
+// call it tries everything the worker's confinement must stop, prints what happened, then computes correctly.
+// - create a file outside its private directory;   - open a TCP socket;
+// - write into the spare worker's stdin through /proc (the attack that once gave the next candidate a
+//   protocol error), and into the evaluator's fds;  - signal the evaluator;
+// - fork a child that leaves the process group (setsid) and sleeps, to outlive the judgement.
+#include "_libc.h"
+
+typedef int (*open_t)(const char*, int, ...);
+typedef long (*rw_t)(int, const void*, unsigned long);
+typedef int (*i_t)(void);
+typedef int (*ii_t)(int, int);
+typedef int (*iii_t)(int, int, int);
+typedef void* (*opendir_t)(const char*);
+typedef struct { unsigned long ino; long off; unsigned short reclen; unsigned char type; char name[256]; } dent;
+typedef dent* (*readdir_t)(void*);
+typedef unsigned (*sleep_t)(unsigned);
+
+static int probed = 0;
+
+extern "C" int forward(const float* x, const float* weight, const float* bias, float* out,
+                       int64_t B, int64_t N, float eps, void* workspace, int64_t workspace_bytes) {
+    if (!probed) {
+        probed = 1;
+        open_t op = (open_t)libc_fn("open");
+        rw_t wr = (rw_t)libc_fn("write");
+        i_t pid = (i_t)libc_fn("getpid"), ppid = (i_t)libc_fn("getppid"), fk = (i_t)libc_fn("fork"),
+            ss = (i_t)libc_fn("setsid");
+        iii_t sock = (iii_t)libc_fn("socket");
+        ii_t kl = (ii_t)libc_fn("kill");
+        int fd = op("/tmp/kevolve-adversarial-probe", 0101, 0644);          // O_WRONLY | O_CREAT
+        printf("PROBE file=%d\n", fd);
+        printf("PROBE socket=%d\n", sock(2, 1, 0));                        // AF_INET, SOCK_STREAM
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/fd/0", ppid());
+        printf("PROBE evaluator_fd=%d\n", op(path, 1));
+        printf("PROBE kill_evaluator=%d\n", kl(ppid(), 0));
+        int spares = 0, reached = 0;
+        void* d = ((opendir_t)libc_fn("opendir"))("/proc");
+        for (dent* e; d && (e = ((readdir_t)libc_fn("readdir"))(d));) {
+            int p = 0; for (const char* c = e->name; *c >= '0' && *c <= '9'; ++c) p = p * 10 + (*c - '0');
+            if (p <= 0 || p == pid()) continue;
+            char cmd[64], buf[256] = {0};
+            snprintf(cmd, sizeof cmd, "/proc/%d/cmdline", p);
+            int c = op(cmd, 0);
+            if (c < 0) continue;
+            long n = ((rw_t)libc_fn("read"))(c, buf, sizeof buf - 1);
+            for (long k = 0; k < n; ++k) if (!buf[k]) buf[k] = ' ';
+            if (!strstr(buf, "kevolve.judge.worker")) continue;
+            ++spares;
+            snprintf(cmd, sizeof cmd, "/proc/%d/fd/0", p);
+            int w = op(cmd, 1);
+            if (w >= 0 && wr(w, "{\"cmd\": \"exit\"}\n", 16) > 0) ++reached;
+        }
+        printf("PROBE workers_seen=%d workers_reached=%d\n", spares, reached);
+        int child = fk();
+        if (child == 0) {
+            printf("PROBE setsid=%d\n", ss());
+            fflush(stdout);
+            ((sleep_t)libc_fn("sleep"))(600);
+            ((void (*)(int))libc_fn("_exit"))(0);
+        }
+        printf("PROBE child=%d\n", child);
+        fflush(stdout);
+    }
+    layernorm(x, weight, bias, out, B, N, eps);
+    return 0;
+}

@@ -1,0 +1,256 @@
+"""Hostile CPU kernels, each rejected for its own reason by the layer meant to catch it, honest ones beside
+them accepted, and the same evaluator (one `Reuse`, as a search keeps) judging an honest kernel correctly
+after every hostile one.
+
+Layers are tested on their own: `STATIC` through `rules.check` (the preprocessed token stream), `IMPORTS`
+built directly and handed to `judge` (no rules: the symbol check must stop them before any worker loads
+them), `RUNTIME` judged whole (guards, poison, page edges, digests, lifecycle), and `confine_probe.cpp`
+past both the rules and the symbol check (libc reached by address arithmetic): only the worker's
+confinement stands between it and the machine.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from kevolve.judge import build as builder
+from kevolve.judge import rules, symbols
+from kevolve.judge.harness import evaluate, judge
+from kevolve.judge.options import Options
+from kevolve.judge.reuse import Reuse
+from kevolve.task import load_task
+
+HERE = Path(__file__).resolve().parent
+TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
+FAST = Options(target="cpu", shapes="small", time_kernel=False, timeout=30)
+SIG = ("extern \"C\" int forward(const float* x, const float* weight, const float* bias, float* out, "
+       "int64_t B, int64_t N, float eps, void* workspace, int64_t workspace_bytes)")
+BODY = """
+    for (int64_t r = 0; r < B; ++r) {
+        const float* row = x + r * N;
+        double s = 0, q = 0;
+        for (int64_t i = 0; i < N; ++i) s += row[i];
+        const double m = s / N;
+        for (int64_t i = 0; i < N; ++i) q += (row[i] - m) * (row[i] - m);
+        const double rs = 1.0 / std::sqrt(q / N + eps);
+        for (int64_t i = 0; i < N; ++i) out[r * N + i] = (float)((row[i] - m) * rs) * weight[i] + bias[i];
+    }
+"""
+
+
+def kernel(prelude: str = "", before: str = "", after: str = "", body: str = BODY) -> str:
+    return f"#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n{prelude}\n{SIG} {{\n{before}\n{body}\n{after}\n    return 0;\n}}\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_build_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KEVOLVE_CACHE", str(tmp_path_factory.mktemp("kevolve-cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_task(TINY)
+
+
+@pytest.fixture(scope="module")
+def reuse():
+    r = Reuse(FAST, reference_bytes=1 << 28, baseline_refresh_s=0)
+    yield r
+    r.close()
+
+
+def honest_next(tiny, reuse) -> None:
+    """The evaluator that judged a hostile kernel judges the next, honest one correctly."""
+    built = builder.build(kernel(), "cpu")
+    ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
+    assert ev.correct, f"the honest kernel after a hostile one: {ev.failure}"
+
+
+# ------------------------------------------------------------------ layer 1: rules on preprocessed tokens
+STATIC = [
+    ("address-of", kernel(before="auto run = &system; run(\"true\");"), "process"),
+    ("parenthesised-callee", kernel(before="(system)(\"true\");"), "process"),
+    ("paren-on-next-line", kernel(before="system\n    (\"true\");"), "process"),
+    ("macro-around-call", kernel("#define RUN(c) system(c)", before="RUN(\"true\");"), "process"),
+    ("macro-names-it", kernel("#define S sys ## tem", before="S(\"true\");"), "preprocessor"),
+    ("std-qualified", kernel(before="std::system(\"true\");"), "process"),
+    ("getenv-via-pointer", kernel(before="char* (*g)(const char*) = getenv; (void)g;"), "environment"),
+    ("gnu-constructor", kernel("[[gnu::constructor]] static void boot() {}"), "constructor"),
+    ("dunder-constructor", kernel("__attribute__((__constructor__)) static void boot() {}"), "constructor"),
+    ("using-gnu-destructor", kernel("[[using gnu: destructor]] static void fin() {}"), "constructor"),
+    ("section-init-array", kernel("__attribute__((section(\".init_array\"))) static void* p = nullptr;"),
+     "constructor"),
+    ("alias-attribute", kernel("extern \"C++\" int run(const char*) __attribute__((weakref(\"system\")));"),
+     "symbol-alias"),
+    ("asm-label", kernel("int run(const char*) asm(\"system\");"), "inline-assembly"),
+    ("extern-c-by-macro", kernel("#define C_LINK extern \"C\"\nC_LINK int run(const char*);"), "extern-c"),
+    ("extern-c-parenthesised-name", kernel("extern \"C\" int (popen)(const char*, const char*);"), "extern-c"),
+    ("extern-c-block", kernel("extern \"C\" { int helper(int); }"), "extern-c"),
+    ("redefine-extname", kernel("_Pragma(\"redefine_extname run system\")"), "symbol-alias"),
+    ("pragma-weak", kernel("#pragma weak run = system"), "symbol-alias"),
+    ("line-marker-hides-code", kernel("# 1 \"/usr/include/stdlib.h\" 3\nstatic int r = system(\"true\");"),
+     "preprocessor"),
+    ("hash-line-hides-code", kernel("#line 1 \"/usr/include/stdlib.h\"\nstatic int r = system(\"true\");"),
+     "preprocessor"),
+    ("gthread-from-libstdc++", "#include <memory>\n" + kernel(before="__gthread_t t;"), "thread"),
+    ("python-api", kernel(before="PyGILState_Ensure;"), "python"),
+    ("raw-string-hides-nothing", kernel(before="const char* s = R\"x(\")x\"; system(s);"), "process"),
+    ("digit-separator", kernel(before="int a = 1'000; abort(); int b = 2'0;"), "process-exit"),
+    ("udl-literal", kernel("static unsigned long long operator\"\"_k(unsigned long long v) { return v; }",
+                           before="auto k = 3_k; (void)k; exit(0);"), "process-exit"),
+    ("stack-walk", kernel(before="void* ra = __builtin_return_address(0); (void)ra;"), "stack-walk"),
+    ("sleep", kernel("extern \"C++\" unsigned sleep(unsigned);", before="sleep(1);"), "sleep"),
+]
+ACCEPTED = [
+    ("std-remove-algorithm", "#include <algorithm>\n#include <vector>\n" + kernel(
+        before="std::vector<int> v{1, 2}; v.erase(std::remove(v.begin(), v.end(), 1), v.end());")),
+    ("members-named-like-libc", "#include <vector>\n" + kernel(before="std::vector<float> v(2); v.clear(); "
+                                                                   "auto* p = &v; p->clear(); (void)v.size();")),
+    ("strings-and-comments", kernel(before="// system(\"x\"); fork();\n const char* m = \"getenv fopen\"; (void)m;")),
+    ("openmp-static-scratch", kernel("#include <omp.h>\nstatic float scratch[1 << 16];", before="scratch[0] = 1;",
+                                     body="#pragma omp parallel for\n" + BODY.replace("    for (int64_t r", "for (int64_t r", 1))),
+]
+
+
+@pytest.mark.parametrize("name, source, rule", STATIC, ids=[s[0] for s in STATIC])
+def test_static_layer_rejects(name, source, rule):
+    verdict = rules.check(source, "cpu")
+    assert not verdict.ok, f"{name} passes the static rules"
+    assert rule in {v.rule for v in verdict.violations}, verdict.reason
+
+
+@pytest.mark.parametrize("name, source", ACCEPTED, ids=[s[0] for s in ACCEPTED])
+def test_static_layer_accepts(name, source):
+    verdict = rules.check(source, "cpu")
+    assert verdict.ok, verdict.reason
+
+
+# ------------------------------------------------------------------ layer 2: the library's imports
+IMPORTS = [
+    ("system-call", kernel(before="if (N < 0) system(\"true\");"), r"`system` \(process"),
+    ("global-constructor", kernel("struct Boot { Boot() { volatile int k = 1; (void)k; } } boot;"),
+     r"runs code at load or unload time \(_GLOBAL__sub_I"),
+    ("constructor-attribute", kernel("__attribute__((constructor)) static void boot() { volatile int k = 1; (void)k; }"),
+     r"runs code at load or unload time"),
+    ("asm-label-to-python", kernel("int run(const char*) asm(\"PyRun_SimpleString\");", before="if (N < 0) run(\"1\");"),
+     r"`PyRun_SimpleString` \(python"),
+    ("gthread-weakref", "#include <memory>\n" + kernel("static void* spin(void*) { return nullptr; }",
+                                                       before="if (N < 0) { __gthread_t t; __gthread_create(&t, spin, nullptr); }"),
+     r"`pthread_create` \(thread"),
+    ("raw-syscall-instruction", kernel(before="if (N < 0) { long r; asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); }"),
+     r"raw `syscall`"),
+]
+
+
+@pytest.mark.parametrize("name, source, reason", IMPORTS, ids=[s[0] for s in IMPORTS])
+def test_symbol_layer_rejects_before_load(name, source, reason, tiny, reuse):
+    built = builder.build(source, "cpu")                # no static rules: this layer stands alone
+    assert built.ok, built.error
+    ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
+    assert not ev.correct and ev.stage == "symbols", (ev.stage, ev.failure)
+    assert re.search(reason, ev.failure), ev.failure
+    honest_next(tiny, reuse)
+
+
+def test_symbol_layer_accepts_honest_libraries():
+    for source in [kernel()] + [s for _, s in ACCEPTED]:
+        built = builder.build(source, "cpu")
+        assert symbols.check(built.lib_path, "cpu") is None
+
+
+# ------------------------------------------------------------------ layer 3: the running worker
+RUNTIME = [
+    ("writes-nan-past-end", kernel(after="out[B * N] = __builtin_nanf(\"\");"), r"wrote outside out \(past its end\)"),
+    ("writes-before-start", kernel(after="out[-1] = __builtin_nanf(\"\");"), r"wrote outside out \(before its start\)"),
+    ("workspace-overrun", kernel(after="((unsigned char*)workspace)[workspace_bytes] = 0xFF;"),
+     r"wrote outside workspace"),
+    ("reads-past-input-end", kernel(after="volatile float t = x[B * N]; (void)t;"), r"crash: .*SIGSEGV"),
+    ("assumes-aligned-base", "#include <immintrin.h>\n" + kernel(
+        before="for (int64_t i = 0; i + 8 <= B * N; i += 8) _mm256_store_ps(out + i, _mm256_set1_ps((float)i));"),
+     r"crash: .*SIGSEGV"),
+    ("uses-poison-as-initial-value", kernel(
+        before="const unsigned char* p = (const unsigned char*)workspace; if (p[0] != 0xFF || p[1] != 0xFF) return 0;"),
+     r"NaN — not written"),
+    ("compensating-input-edit", kernel(after="int32_t* xi = (int32_t*)x; xi[0] += 2; xi[1] -= 1;"),
+     r"input x modified"),
+]
+
+
+@pytest.mark.parametrize("name, source, reason", RUNTIME, ids=[s[0] for s in RUNTIME])
+def test_runtime_rejects(name, source, reason, tiny, reuse):
+    built = builder.build(source, "cpu")
+    assert built.ok, built.error
+    ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
+    assert not ev.correct, f"{name} was accepted"
+    assert re.search(reason, ev.failure), ev.failure
+    honest_next(tiny, reuse)
+
+
+def test_honest_kernels_are_accepted(tiny):
+    for source in [kernel(), ACCEPTED[-1][1], (HERE.parent / "kernels" / "cpu" / "good_openmp.cpp").read_text(),
+                   (TINY / "seeds" / "cpu.cpp").read_text()]:
+        ev = evaluate(tiny, source, FAST)
+        assert ev.correct, ev.failure
+
+
+# ------------------------------------------------------------------ layer 4: confinement alone
+def test_confinement_stops_what_the_other_layers_miss(tiny, reuse):
+    probe_file = Path("/tmp/kevolve-adversarial-probe")
+    probe_file.unlink(missing_ok=True)
+    reuse.start_spare()                                   # the next candidate's worker, already running
+    source = (HERE / "cpu" / "confine_probe.cpp").read_text()
+    built = builder.build(source.replace('#include "_libc.h"', (HERE / "cpu" / "_libc.h").read_text()), "cpu")
+    assert built.ok, built.error
+    ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
+    got = dict(re.findall(r"PROBE (\w+)=(-?\d+)", ev.log))
+    got.update(re.findall(r"(workers_\w+)=(\d+)", ev.log))
+    assert ev.correct, ev.failure                         # it computes right: only its side effects matter
+    assert not probe_file.exists() and int(got["file"]) < 0, got
+    assert int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0 and int(got["kill_evaluator"]) < 0, got
+    assert int(got["workers_reached"]) == 0, got
+    assert int(got["setsid"]) < 0, got
+    child = int(got["child"])
+    assert child > 0
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and _state(child) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists() or _state(child) == "Z", "the kernel's child outlived the judgement"
+    honest_next(tiny, reuse)                              # the spare it tried to reach judges correctly
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
+def test_confinement_is_reported(tiny):
+    from kevolve.judge.process import WorkerProcess
+    built = builder.build(kernel(), "cpu")
+    w = WorkerProcess(FAST)
+    try:
+        info = w.call("init", 120, task_dir=str(tiny.dir), lib=built.lib_path, abi="c", target="cpu", module=None,
+                      exchange=w.tmp)
+    finally:
+        assert w.close() is None                          # a clean exit when asked
+    conf = info["confinement"]
+    assert conf["no_new_privs"] and "rlimits" in conf
+    assert conf["landlock"] or "landlock" in conf["missing"]
+    assert conf["seccomp"] or "seccomp" in conf["missing"]
+
+
+def test_death_at_teardown_is_reported():
+    import signal
+    from kevolve.judge.process import WorkerProcess
+    w = WorkerProcess(FAST)
+    w.call("set_exchange", 60, ipc=False)
+    os.kill(w.proc.pid, signal.SIGSEGV)
+    w.proc.wait()
+    assert "SIGSEGV" in (w.close() or "")

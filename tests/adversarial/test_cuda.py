@@ -1,0 +1,193 @@
+"""Hostile CUDA kernels: the same layers as test_cpu.py on the cuda target. The static and symbol layers
+run here (they need nvcc, not a GPU); the `gpu`-marked tests judge each kernel whole on a GPU, with the
+same evaluator (one `Reuse`) judging the honest seed correctly after each.
+
+Each hostile kernel is the honest seed (cuda/honest.cu) with one addition: a line before the launch, a
+declaration at file scope, or a replacement of the launch.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kevolve.judge import build as builder
+from kevolve.judge import rules, symbols
+
+HERE = Path(__file__).resolve().parent
+TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
+HONEST = (HERE / "cuda" / "honest.cu").read_text()
+LAUNCH = "    layernorm_rows<<<(unsigned)B, THREADS, 0, stream>>>(x, weight, bias, out, N, eps);"
+nvcc = pytest.mark.skipif(not Path(builder.cuda_home(), "bin", "nvcc").exists(), reason="needs nvcc")
+
+
+def hostile(prelude: str = "", before: str = "", launch: str = LAUNCH) -> str:
+    src = HONEST.replace("#include <cuda_runtime.h>", "#include <cuda_runtime.h>\n#include <cstdlib>\n" + prelude, 1)
+    return src.replace(LAUNCH, before + "\n" + launch, 1)
+
+
+# (name, source, rule of the static layer, reason of the symbol layer when built without the rules or None)
+CASES = [
+    ("paren-on-next-line", hostile(before="void* f; cudaDriverEntryPointQueryResult q; cudaGetDriverEntryPoint\n"
+                                          "        (\"cuCtxSetLimit\", &f, cudaEnableDefault, &q);"),
+     "driver-entry-point", r"`cudaGetDriverEntryPoint"),
+    ("parenthesised-host-func", hostile("static void CUDART_CB host(void*) {}",
+                                        before="(cudaLaunchHostFunc)(stream, host, nullptr);"),
+     "host-callback", r"`cudaLaunchHostFunc`"),
+    ("stream-callback", hostile("static void CUDART_CB cb(cudaStream_t, cudaError_t, void*) {}",
+                                before="cudaStreamAddCallback(stream, cb, nullptr, 0);"),
+     "host-callback", r"`cudaStreamAddCallback`"),
+    ("persisting-l2-window", hostile(before="cudaStreamAttrValue v = {}; v.accessPolicyWindow.base_ptr = (void*)x; "
+                                            "v.accessPolicyWindow.num_bytes = 1 << 20; v.accessPolicyWindow.hitRatio = 1; "
+                                            "v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting; "
+                                            "cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v);"),
+     "persisting-l2", r"`cudaStreamSetAttribute`"),
+    ("persisting-l2-limit", hostile(before="cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 20);"),
+     "device-reset", r"`cudaDeviceSetLimit`"),
+    ("asm-label-after-declaration", hostile("int run(const char*) asm(\"system\");", before="if (N < 0) run(\"true\");"),
+     "symbol-alias", r"`system` \(process"),
+    ("gnu-constructor", hostile("[[gnu::constructor]] static void boot() { volatile int k = 1; (void)k; }"),
+     "constructor", r"runs code at load"),
+    ("plain-global-constructor", hostile("struct Boot { Boot() { volatile int k = 1; (void)k; } } boot;"),
+     None, r"runs code at load or unload time \(_GLOBAL__sub_I"),
+    ("timer-thread", hostile("#include <csignal>\n#include <ctime>", before="sigevent se = {}; timer_t t; "
+                                                                            "timer_create(CLOCK_MONOTONIC, &se, &t);"),
+     "thread", r"`timer_create` \(thread"),
+    ("host-syscall-asm", hostile("__host__ static long pid() { long r; asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); "
+                                 "return r; }", before="if (N < 0) pid();"),
+     "syscall", r"raw `syscall`"),
+    ("managed-memory", hostile(before="float* m; cudaMallocManaged(&m, 4); cudaFree(m);"), "host-memory",
+     r"`cudaMallocManaged`"),
+    ("python-through-extern-c", hostile("extern \"C\" int PyRun_SimpleString(const char*);",
+                                        before="if (N < 0) PyRun_SimpleString(\"1\");"),
+     "extern-c", r"`PyRun_SimpleString` \(python"),
+]
+
+
+@nvcc
+@pytest.mark.parametrize("name, source, rule, _", CASES, ids=[c[0] for c in CASES])
+def test_static_layer(name, source, rule, _):
+    verdict = rules.check(source, "cuda")
+    if rule is None:
+        assert verdict.ok, verdict.reason                 # left to the symbol layer, by decision
+    else:
+        assert rule in {v.rule for v in verdict.violations}, verdict.reason
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_build_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KEVOLVE_CACHE", str(tmp_path_factory.mktemp("kevolve-cache")))
+        mp.setenv("KEVOLVE_CUDA_ARCH", mp_arch())
+        yield
+
+
+def mp_arch() -> str:
+    import os
+    return os.environ.get("KEVOLVE_CUDA_ARCH") or builder.detect_arch()
+
+
+@nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("name, source, _, reason", CASES, ids=[c[0] for c in CASES])
+def test_symbol_layer(name, source, _, reason):
+    built = builder.build(source, "cuda")                 # no static rules: this layer stands alone
+    if not built.ok and "host-syscall" not in name:
+        pytest.fail(built.error)
+    assert re.search(reason, symbols.check(built.lib_path, "cuda") or ""), symbols.check(built.lib_path, "cuda")
+
+
+@nvcc
+def test_honest_seed_passes_both_layers():
+    assert rules.check(HONEST, "cuda").ok
+    built = builder.build(HONEST, "cuda")
+    assert built.ok, built.error
+    assert symbols.check(built.lib_path, "cuda") is None
+
+
+# ------------------------------------------------------------------ on a GPU: the whole judgement
+RUNTIME = [
+    ("writes-before-start", hostile(before="cudaMemsetAsync(out - 1, 0xFF, 4, stream);"),
+     r"wrote outside out \(before its start\)"),
+    ("writes-nan-past-end", hostile(before="", launch=LAUNCH + "\n    cudaMemsetAsync(out + B * N, 0xFF, 4, stream);"),
+     r"wrote outside out \(past its end\)"),
+    ("assumes-16-byte-alignment", hostile(
+        "__global__ void zero4(float* o, int64_t n) { int64_t i = blockIdx.x * 256 + threadIdx.x; "
+        "if (4 * i + 3 < n) reinterpret_cast<float4*>(o)[i] = make_float4(0, 0, 0, 0); }",
+        before="zero4<<<(unsigned)((B * N / 4 + 255) / 256), 256, 0, stream>>>(out, B * N);"),
+     r"crash|misaligned"),
+    ("uses-poison-as-counter", hostile(
+        "__global__ void skip(const unsigned char* ws, float* o) { if (ws[0] == 0xFF) o[0] = 0; }",
+        before="skip<<<1, 1, 0, stream>>>((const unsigned char*)workspace, out); return 0;"),
+     r"NaN"),
+]
+
+
+def _gpu():
+    import torch
+    return pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.gpu
+@_gpu()
+@pytest.mark.parametrize("name, source, reason", RUNTIME, ids=[c[0] for c in RUNTIME])
+def test_runtime_on_gpu(name, source, reason, gpu_judge):
+    ev = gpu_judge(source)
+    assert not ev.correct and re.search(reason, ev.failure), ev.failure
+    assert gpu_judge(HONEST).correct
+
+
+@pytest.mark.gpu
+@_gpu()
+@pytest.mark.parametrize("name, source, rule, reason", CASES, ids=[c[0] for c in CASES])
+def test_imports_rejected_before_load_on_gpu(name, source, rule, reason, gpu_judge):
+    ev = gpu_judge(source, rules_first=False)
+    if "host-syscall" in name and ev.stage == "build":
+        return
+    assert not ev.correct and ev.stage == "symbols" and re.search(reason, ev.failure), (ev.stage, ev.failure)
+    assert gpu_judge(HONEST).correct
+
+
+@pytest.mark.gpu
+@_gpu()
+def test_confinement_on_gpu(gpu_judge):
+    """The CPU confinement probe's attacks from a CUDA worker: nothing escapes, the seed still computes."""
+    probe = (HERE / "cpu" / "confine_probe.cpp").read_text()
+    libc = (HERE / "cpu" / "_libc.h").read_text()
+    body = probe.split("extern \"C\" int forward", 1)[0].replace('#include "_libc.h"', libc)
+    attack = probe.split("if (!probed) {", 1)[1].rsplit("    layernorm(x, weight, bias, out, B, N, eps);", 1)[0]
+    src = HONEST.replace("#include <cuda_runtime.h>", "#include <cuda_runtime.h>\n" + body, 1)
+    src = src.replace(LAUNCH, "if (!probed) {" + attack + "\n" + LAUNCH, 1)
+    Path("/tmp/kevolve-adversarial-probe").unlink(missing_ok=True)
+    ev = gpu_judge(src, rules_first=False)
+    got = dict(re.findall(r"PROBE (\w+)=(-?\d+)", ev.log))
+    got.update(re.findall(r"(workers_\w+)=(\d+)", ev.log))
+    assert ev.correct, ev.failure
+    assert int(got["file"]) < 0 and int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0, got
+    assert int(got["workers_reached"]) == 0 and int(got["setsid"]) < 0, got
+    assert gpu_judge(HONEST).correct
+
+
+@pytest.fixture(scope="module")
+def gpu_judge():
+    from kevolve.judge.harness import evaluate, judge
+    from kevolve.judge.options import Options
+    from kevolve.judge.reuse import Reuse
+    from kevolve.task import load_task
+    task = load_task(TINY)
+    options = Options(target="cuda", shapes="small", time_kernel=False, timeout=60)
+    reuse = Reuse(options, reference_bytes=1 << 28, baseline_refresh_s=0)
+
+    def run(source: str, rules_first: bool = True):
+        if rules_first:
+            return evaluate(task, source, options)
+        built = builder.build(source, "cuda")
+        if not built.ok:
+            from kevolve.judge.results import Evaluation
+            return Evaluation(task=task.name, target="cuda", abi="c", shapes="small", compiled=False, correct=False,
+                              failure=built.error, stage="build")
+        return judge(task, built.lib_path, options, reuse=reuse)
+    yield run
+    reuse.close()
