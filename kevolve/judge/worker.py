@@ -230,8 +230,9 @@ class Worker:
     def _allocate(self, sizes: dict, edge: bool = False) -> dict:
         """Every buffer sits between two guard zones (`_arm_guards` fills them with fresh random bytes before
         each call; `_overruns` compares them bit for bit). With `edge` (the third correctness call's set):
-        outputs and workspace start one element past an aligned address (the contract promises element
-        alignment only) and keep both guards; on the CPU every input instead ends against an inaccessible
+        outputs start one element past an aligned address (the contract promises element alignment only),
+        the workspace `WORKSPACE_ALIGN` bytes past one (it promises the untyped workspace 16-byte alignment,
+        enough for any scalar or 16-byte vector a kernel keeps there), and both guards stay; on the CPU every input instead ends against an inaccessible
         page, so reading one element past its end faults (a crash verdict), and its base is wherever that
         puts it. On the GPU the caching allocator owns page placement: inputs are skewed like outputs."""
         import torch
@@ -243,7 +244,7 @@ class Worker:
                 flat = _page_ended(GUARD + n, dtype)
                 guards[name] = [flat[:GUARD]]
                 return flat[GUARD:].view(shape)
-            skew = 1 if edge else 0
+            skew = (WORKSPACE_ALIGN if role == "workspace" else 1) if edge else 0
             flat = torch.empty(GUARD + skew + n + GUARD, dtype=dtype, device=self.device)
             guards[name] = [flat[:GUARD + skew], flat[GUARD + skew + n:]]
             return flat[GUARD + skew:GUARD + skew + n].view(shape)
@@ -301,6 +302,7 @@ class Worker:
 
 COMPILE_MODES = {"compile": None, "compile-max-autotune": "max-autotune-no-cudagraphs"}
 GUARD = 4096                                # elements of guard before and after every buffer
+WORKSPACE_ALIGN = 16                        # bytes: the workspace's promised alignment, and its skew on edge calls
 
 
 def _random_bytes(n: int, device) -> "torch.Tensor":

@@ -64,9 +64,23 @@ CHEATS = [
     ("timing_after_warmup.cpp", "NaN"),              # (a) honest through the warm-up, then skips
     ("timing_steer_last.cpp", "NaN"),                # (c) burns the budget, then bets on which call is last
     ("timing_memo_pointer.cpp", "outside tolerance"),  # (b, e) replays answers memoised by buffer address
-    ("timing_gthread.cpp", "NaN"),                   # (d) leaves the work to a thread that outlives the call
     ("skip_unless_poisoned.cpp", None),              # computes only when its output is poisoned: now always
 ]
+
+
+def test_a_kernel_that_leaves_work_to_a_thread_loses_at_every_layer(one, monkeypatch):
+    """(d) `<memory>` brings libstdc++'s `__gthread_create`: the token rules now name it (stage verify). With
+    the rules and the symbol layer both off, the clock alone still rejects it, naming the timed call."""
+    from kevolve.judge import build as builder
+    from kevolve.judge import harness
+    ev = judged(one, "timing_gthread.cpp")
+    assert not ev.correct and ev.stage == "verify" and "thread" in ev.failure, (ev.stage, ev.failure)
+    built = builder.build(source("timing_gthread.cpp"), "cpu")
+    assert built.ok, built.error
+    monkeypatch.setattr(harness.symbols, "check", lambda *a: None)
+    ev = harness.judge(one, built.lib_path, TIMED)
+    assert not ev.correct and ev.stage == "timing", (ev.stage, ev.failure)
+    assert "NaN" in ev.failure and NAMES_THE_CALL.search(ev.failure), ev.failure
 
 
 @pytest.mark.parametrize("name, says", CHEATS, ids=[c[0] for c in CHEATS])
