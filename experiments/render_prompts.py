@@ -1,10 +1,9 @@
 """Writes one translate, one optimize and one verifier prompt for layernorm_fwd on an H200 exactly as the model sees
-them, into experiments/prompts/. The optimize prompt's parent is the plain CUDA seed with its measured H200 numbers
-(experiments/results/seed_layernorm_fwd.h200.txt, held-out rows included, as the judge reports them: the prompt
-must not show those). Usage, from the repository root: PYTHONPATH=. python experiments/render_prompts.py"""
+them, into experiments/prompts/. The optimize prompt's parent is the split CUDA seed with its H200 device times
+(graph clock) from experiments/results/bench_clock.h200.txt, held-out rows included (the prompt must not show
+those). Usage, from the repository root: PYTHONPATH=. python experiments/render_prompts.py"""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from kevolve.judge.results import Evaluation, Measurement, Stats
@@ -15,26 +14,22 @@ from kevolve.operators.context import Context
 from kevolve.task.spec import load_task
 
 HERE = Path(__file__).resolve().parent
-ROW = re.compile(r"^(?P<cfg>\S+)/(?P<init>\w+)(?P<held> \(held out\))?\s+(?P<eager>\S+)\s+(?P<compile>\S+)\s+"
-                 r"(?P<kernel>\S+)\s+\S+\s+\S+\s+(?P<floor>\S+)\s+\S+\s+(?P<err>\S+)$")
-
-
-def ms(text: str) -> float:
-    return float(text[:-2]) / 1000 if text.endswith("us") else float(text[:-2])
-
-
 def measured(task, path: Path) -> Evaluation:
-    """The judge's table of one evaluation read back into an Evaluation (medians only)."""
-    cases = {(c.shape_id, c.init): c for c in task.configs("bench")}
+    """layernorm_fwd's rows of bench_clock's table read back into an Evaluation: the graph clock's eager,
+    compile and kernel µs per call as medians (the configurations that table holds)."""
+    cases = {c.shape_id: c for c in task.configs("bench") if c.init == task.init_sets[0]}
+    text = path.read_text()
+    section = text[text.index("## layernorm_fwd"):text.index("## layernorm_bwd")]
     out = []
-    for line in path.read_text().splitlines():
-        m = ROW.match(line)
-        if not m:
+    for line in section.splitlines():
+        cells = [x.strip() for x in line.split("|")]
+        if len(cells) < 10 or cells[0] not in cases:
             continue
-        c = cases[(m["cfg"], m["init"])]
-        st = lambda t: Stats(ms(t), ms(t), ms(t), 0)  # noqa: E731
-        out.append(Measurement(c.id, c.shape_id, c.init, c.heldout, True, kernel=st(m["kernel"]),
-                               eager=st(m["eager"]), compile=st(m["compile"]), floor_ms=ms(m["floor"])))
+        c = cases[cells[0]]
+        eager, compiled, kernel = (float(x) / 1000 for x in cells[7:10])      # graph clock, µs -> ms
+        st = lambda v: Stats(v, v, v, 0)  # noqa: E731
+        out.append(Measurement(c.id, c.shape_id, c.init, c.heldout, True, kernel=st(kernel), eager=st(eager),
+                               compile=st(compiled)))
     return Evaluation(task.name, "cuda", "c", "bench", True, True, measurements=tuple(out), device="NVIDIA H200")
 
 
@@ -48,9 +43,9 @@ def write(name: str, msgs: list[dict]) -> None:
 def main() -> None:
     task = load_task("layernorm_fwd")
     ctx = Context(task, "cuda", "NVIDIA H200, sm_90a", "bench")
-    seed = Candidate(id="seed", source=task.seed_path("cuda").read_text(), operator="seed")
-    ev = measured(task, HERE / "results" / "seed_layernorm_fwd.h200.txt")
-    assert len(ev.measurements) == len(task.configs("bench"))
+    seed = Candidate(id="seed", source=(task.dir / "seeds" / "cuda_split.cu").read_text(), operator="seed")
+    ev = measured(task, HERE / "results" / "bench_clock.h200.txt")
+    assert ev.measurements, "no layernorm_fwd rows in bench_clock.h200.txt"
     write("translate.layernorm_fwd.h200.md", messages(ctx, Request("translate")))
     write("optimize.layernorm_fwd.h200.md",
           messages(ctx, Request("optimize", Proposal(0, seed, "optimize"), {seed.id: ev})))

@@ -74,7 +74,9 @@ def configurations(ctx: Context) -> str:
 
 def forbidden(ctx: Context) -> str:
     """What the static rules reject, one line per rule, and the headers a kernel may include."""
-    lines = [f"- {name}: {reason}" for name, _, reason in rules.RULES]
+    lines = [f"- {name}: {reason}" for name, (reason, _, _) in rules.VOCABULARY.items()]
+    lines += [f"- {name}: {reason}" for name, reason in rules.REASONS.items()
+              if name not in ("inline-assembly", "preprocessor", "extern-c")]
     if ctx.abi == "torch":
         lines += [f"- {name}: {reason}" for name, _, reason in rules.TORCH_RULES]
     if ctx.target == "cpu":

@@ -63,7 +63,7 @@ def test_prompt_shows_task_signature_target_bench_sizes_and_rules(ctx, parent, k
     if not kind.startswith("verify"):
         assert "// knob:" in text and "range(start, stop, *factor)" in text
         assert "filled with NaN" in text and "unchanged" in text and "odd" in text and "workspace" in text
-        for name, _, reason in rules.RULES:                            # what the static rules refuse
+        for name, (reason, _, _) in rules.VOCABULARY.items():          # what the static rules refuse
             assert f"- {name}: {reason}" in text
     else:
         assert '{"verdict": "pass" or "fail"' in text and "need not validate its arguments" in text
