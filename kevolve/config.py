@@ -135,7 +135,7 @@ class SearchConfig:
     time_inits: str = "first"            # time one initialisation per shape (first), or every one (all)
     baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])
     baseline_refresh_s: Optional[float] = None  # evaluators re-time baselines after this long (0: with every
-                                         # candidate); None: 300 on cuda, 0 on cpu (host load skews CPU timing)
+                                         # candidate); None: 300 (the best is chosen by paired timings)
 
 
 @dataclass

@@ -25,7 +25,7 @@ def task():
 def test_cpu_defaults(task):
     plan = resolve(config(), task, {"CPU": 8})
     assert (plan.target, plan.shapes, plan.evaluators, plan.builders, plan.in_flight) == ("cpu", "small", 1, 7, 4)
-    assert plan.baseline_refresh_s == 0.0 and plan.reference_bytes == 2 << 30
+    assert plan.baseline_refresh_s == 300.0 and plan.reference_bytes == 2 << 30
     assert plan.options.target == "cpu" and plan.options.shapes == "small" and plan.options.abi == "c"
     assert "num_gpus" not in plan.evaluator_placement and plan.arch is None
 
