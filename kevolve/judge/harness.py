@@ -214,7 +214,8 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
                           failure=failure, device=device, seconds=time.perf_counter() - start)
     try:
         info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_a, abi=options.abi,
-                           target=options.target, module=module_a, exchange=str(files), threads=options.threads)
+                           target=options.target, module=module_a, exchange=str(files), threads=options.threads,
+                           also=[lib_b])
         if "error" in info:
             return result(f"kernel a: load error: {info['error']}")
         device = info["device"]

@@ -52,7 +52,9 @@ class Worker:
 
     # ------------------------------------------------------------------ commands
     def init(self, task_dir: str, lib: str, abi: str, target: str, module: str | None, exchange: str,
-             threads: int | None = None) -> dict:
+             threads: int | None = None, also: list[str] | None = None) -> dict:
+        """Loads the task and the kernel `lib`, confined first; `also`: libraries loaded later by `load_other`
+        (`harness.compare`), which the confinement must let this process read."""
         import torch
         from kevolve.task.spec import load_task
         from kevolve.task.abi import CKernel, TorchKernel
@@ -67,7 +69,7 @@ class Worker:
         if target == "cuda":
             torch.cuda.init()
             torch.empty(1, device="cuda")
-        self.confinement = self._confine(lib, target)
+        self.confinement = self._confine([lib, *(also or [])], target)
         if abi == "c":
             self.kernel = CKernel(lib, self.task, target)
         else:
@@ -79,9 +81,9 @@ class Worker:
         uuid = str(torch.cuda.get_device_properties(0).uuid) if target == "cuda" else None
         return {"device": name, "bandwidth_gbs": self._bandwidth(), "uuid": uuid, "confinement": self.confinement}
 
-    def _confine(self, lib: str, target: str) -> dict:
+    def _confine(self, libs: list[str], target: str) -> dict:
         """Confines this process (`judge.confine`) before the kernel loads: it may read the system, Python,
-        the CUDA toolkit, the task and its own library's folder, and write only its private temporary
+        the CUDA toolkit, the task and its own libraries' folders, and write only its private temporary
         directory and the output-exchange folder."""
         from kevolve import ROOT
         from kevolve.judge import confine
@@ -90,7 +92,7 @@ class Worker:
         if not Path(tmp, ".kevolve-worker").exists():
             raise RuntimeError("the worker has no private TMPDIR (start it through judge.process.WorkerProcess)")
         root = str(ROOT.resolve())
-        readable = [str(self.task.dir), os.path.dirname(os.path.realpath(lib)), cuda_home(), sys.prefix,
+        readable = [str(self.task.dir), *(os.path.dirname(os.path.realpath(lib)) for lib in libs), cuda_home(), sys.prefix,
                     sys.base_prefix, sys.exec_prefix, str(ROOT / "kevolve"), str(ROOT / "tasks")]
         readable += [p for p in sys.path if p and os.path.realpath(p) != root]
         return confine.confine(readable, [tmp, str(self.exchange)], target)

@@ -213,6 +213,7 @@ def test_whole_search_through_the_hydra_app(tmp_path):
         crowned = [p["id"] for _, _, p in store.events("champion")]
         assert best_record.correct and crowned and crowned[-1] == best["id"]     # the champion is what is reported
         for _, _, c in store.events("compare"):     # a challenger takes over only on a paired, interleaved timing
+            assert c["failure"] is None, c                  # two honest kernels: the comparison itself works
             assert c["outcome"] in ("replaced", "tie", "kept") and (c["outcome"] != "replaced" or c["ci"][1] < 1.0)
         confirms = [p for _, _, p in store.events("confirm")]     # judged again, baselines interleaved
         assert best["confirmed"] and len(confirms) == 1 and confirms[0]["id"] == best["id"] and confirms[0]["correct"]
