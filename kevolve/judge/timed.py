@@ -104,7 +104,7 @@ def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: in
             return f"input {', '.join(changed)} modified during timing ({when}, input set {i + 1})"
     for who, over in reply["overruns"].items():
         if over:
-            return f"{_who(who, other)}wrote past the end of {', '.join(over)} during timing ({when})"
+            return f"{_who(who, other)}wrote outside {', '.join(over)} during timing ({when})"
     for o in reply["outputs"]:
         slot = o["slot"]
         what = f"call {slot + 1} of {n}" if slot < n else "the synced latency call"

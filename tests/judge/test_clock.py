@@ -97,7 +97,7 @@ def test_a_kernel_that_cheats_while_timed_is_rejected_naming_the_call(one, name,
 
 
 @pytest.mark.parametrize("name, says", [("timing_input_scratch.cpp", "input x modified during timing"),
-                                        ("timing_overrun.cpp", "wrote past the end of out during timing")])
+                                        ("timing_overrun.cpp", "wrote outside out (past its end) during timing")])
 def test_a_timed_call_that_breaks_the_contract_is_rejected(one, name, says):
     ev = judged(one, name)
     assert not ev.correct and ev.stage == "timing" and says in ev.failure, (ev.stage, ev.failure)

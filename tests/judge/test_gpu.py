@@ -209,7 +209,7 @@ def test_reuse_across_candidates_keeps_verdicts_on_gpu(layernorm):
 
 # (g) outputs read through CUDA IPC or through files: the same verdicts -------------------------------------
 @pytest.mark.parametrize("exchange", ["ipc", "files"])
-@pytest.mark.parametrize("name, expected", [("unwritten_last_row.cu", "NaN"), ("overrun.cu", "wrote past the end of out")])
+@pytest.mark.parametrize("name, expected", [("unwritten_last_row.cu", "NaN"), ("overrun.cu", "wrote outside out (past its end)")])
 def test_hostile_outputs_are_caught_through_either_exchange(layernorm, monkeypatch, exchange, name, expected):
     if exchange == "files":
         monkeypatch.setenv("KEVOLVE_EXCHANGE", "files")
