@@ -46,11 +46,7 @@ def kernel(prelude: str = "", before: str = "", after: str = "", body: str = BOD
     return f"#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n{prelude}\n{SIG} {{\n{before}\n{body}\n{after}\n    return 0;\n}}\n"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def private_build_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KEVOLVE_CACHE", str(tmp_path_factory.mktemp("kevolve-cache")))
-        yield
+pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -29,11 +29,7 @@ ONE = HERE / "kernels" / "tasks" / "layernorm_one"
 TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.02, timeout=60)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def private_build_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KEVOLVE_CACHE", str(tmp_path_factory.mktemp("kevolve-cache")))
-        yield
+pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -31,12 +31,7 @@ FAST = Options(target="cpu", shapes="small", time_kernel=False, timeout=30)
 TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.02, timeout=30)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def private_build_cache(tmp_path_factory):
-    """Builds go to a cache of this module's own, so no earlier (or concurrent) run's entries are reused."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KEVOLVE_CACHE", str(tmp_path_factory.mktemp("kevolve-cache")))
-        yield
+pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
