@@ -25,19 +25,17 @@ Not guaranteed: identical results on resume (random choices continue from a new 
 from __future__ import annotations
 
 import bisect
-import enum
 import json
 import random
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import ray
 
-from kevolve.config import Config, ConfigError, ResourcesConfig
-from kevolve.llm import LLMConfig, LLMConfigError, make_provider
+from kevolve.config import Config, ConfigError
 from kevolve.judge.build import SUFFIX, Build
 from kevolve.judge.results import Comparison, Evaluation
 from kevolve.messages import Best, Candidate, Mutation, Outcome, Proposal, RunSummary, Status
@@ -49,6 +47,8 @@ from kevolve.search.plan import ABI, Plan, resolve
 from kevolve.search.population import Population, red_team
 from kevolve.search.recorded import Recorded
 from kevolve.search.spend import Spend, prior_per_call
+from kevolve.search.jobs import Job, Step
+from kevolve.search.start import check_llm, open_store, start_ray
 from kevolve.search.store import Store
 from kevolve.search.verification import Screened, Verification
 from kevolve.task.spec import Task, load_task
@@ -58,46 +58,16 @@ DUPLICATE_STREAK = 200       # proposals in a row that gave nothing new: the rea
 ACTOR_RETRIES = 2            # a call lost with its actor's process is sent again this many times, then a verdict
 
 
-class Step(enum.Enum):
-    """Where a job is in the pipeline (driver bookkeeping; the store keeps the candidate's `Status`)."""
-    MUTATE = "mutate"
-    VERIFY = "verify"
-    BUILD = "build"
-    QUEUED = "queued"            # built (or verified, waiting for a builder), not yet handed on
-    EVALUATE = "evaluate"
-    COMPARE = "compare"          # a challenger timed paired with the champion
-
-
-@dataclass
-class Job:
-    """One candidate in flight (not a message: it never leaves the driver)."""
-    step: Step
-    candidate: Candidate | None = None
-    proposal: Proposal | None = None
-    build: Build | None = None
-    lib: ray.ObjectRef | None = None            # the library's bytes, in the object store, never fetched here
-    evaluator: int | None = None
-    retries: int = 0
-    started: float = field(default_factory=time.perf_counter)
-    send: Callable[[], ray.ObjectRef] | None = None   # the mutation call (sent again if its actor died)
-    expect: int = 1                             # children the mutation may give (meta: one per strategy)
-    calls: int = 0                              # LLM calls in flight for this job (the dollar budget's estimate)
-    per_send: int = 0                           # LLM calls one sending of the mutation makes
-    priority: float = 0.0                       # the verifiers' build priority (lower builds first)
-    screening: dict | None = None               # the LLM verdicts and the decision
-    recorded: Candidate | None = None           # replay: the recorded child this mutation must give again
-
-
 def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> RunSummary:
     """Runs (or resumes) a search; returns its summary.
 
     `stream` replaces the operators with a fixed sequence of sources (no seeds, no mutation): the same
     pipeline judges exactly those candidates — what `experiments/bench_throughput.py` measures."""
     task = load_task(cfg.task.name)
-    _check_llm(cfg.llm)                                   # a missing key stops here, before Ray or a store
-    _start_ray(cfg.resources)
+    check_llm(cfg.llm)                                   # a missing key stops here, before Ray or a store
+    start_ray(cfg.resources)
     plan = resolve(cfg, task, ray.cluster_resources())
-    store, resumed = _open_store(cfg, run_dir, task)      # only once the configuration is known to be good
+    store, resumed = open_store(cfg, run_dir, task)      # only once the configuration is known to be good
     try:
         driver = Driver(plan, task, store, run_dir, stream)
     except ConfigError:
@@ -116,39 +86,6 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> RunS
     store.log_event("finish", {**summary.as_dict(), "learning": driver.learning.state()})
     store.close()
     return summary
-
-
-def _open_store(cfg: Config, run_dir: Path, task: Task) -> tuple[Store, bool]:
-    if cfg.resume:
-        store = Store.open(run_dir)
-        meta = store.meta()
-        if meta.get("task") != task.name:
-            raise ConfigError(f"config field 'task.name': the run in {run_dir} searched {meta.get('task')!r}, "
-                              f"not {task.name!r}; resume with task={meta.get('task')}")
-        store.log_event("resume", {"run_dir": str(run_dir)})
-        return store, True
-    from omegaconf import OmegaConf
-    meta = {"task": task.name, "config": OmegaConf.to_container(OmegaConf.structured(cfg)), "started": time.time()}
-    return Store.create(run_dir, meta), False
-
-
-def _check_llm(llm: LLMConfig) -> None:
-    """The LLM configuration can work: keys present (the variable named), replay directory readable."""
-    try:
-        make_provider(llm).close()
-    except LLMConfigError as e:
-        raise ConfigError(str(e)) from None
-
-
-def _start_ray(r: ResourcesConfig) -> None:
-    if ray.is_initialized():
-        return
-    import logging
-    kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    if r.address is None:
-        ray.init(num_cpus=r.num_cpus, **kwargs)
-    else:
-        ray.init(address=r.address, **kwargs)
 
 
 class Driver:

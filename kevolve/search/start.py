@@ -1,0 +1,48 @@
+"""What a search does before its driver exists: check the LLM configuration (a missing key stops the run
+here, naming the variable, before Ray or a store), start or join Ray, open or create the run's store."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import ray
+
+from kevolve.config import Config, ConfigError, ResourcesConfig
+from kevolve.llm import LLMConfig, LLMConfigError, make_provider
+from kevolve.search.store import Store
+from kevolve.task.spec import Task
+
+
+def open_store(cfg: Config, run_dir: Path, task: Task) -> tuple[Store, bool]:
+    """The run's store: opened to resume (it must have searched the same task), or created with the config."""
+    if cfg.resume:
+        store = Store.open(run_dir)
+        meta = store.meta()
+        if meta.get("task") != task.name:
+            raise ConfigError(f"config field 'task.name': the run in {run_dir} searched {meta.get('task')!r}, "
+                              f"not {task.name!r}; resume with task={meta.get('task')}")
+        store.log_event("resume", {"run_dir": str(run_dir)})
+        return store, True
+    from omegaconf import OmegaConf
+    meta = {"task": task.name, "config": OmegaConf.to_container(OmegaConf.structured(cfg)), "started": time.time()}
+    return Store.create(run_dir, meta), False
+
+
+def check_llm(llm: LLMConfig) -> None:
+    """The LLM configuration can work: keys present (the variable named), replay directory readable."""
+    try:
+        make_provider(llm).close()
+    except LLMConfigError as e:
+        raise ConfigError(str(e)) from None
+
+
+def start_ray(r: ResourcesConfig) -> None:
+    """A local Ray (`resources.num_cpus`) or the cluster at `resources.address`; nothing if Ray is up."""
+    if ray.is_initialized():
+        return
+    import logging
+    kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    if r.address is None:
+        ray.init(num_cpus=r.num_cpus, **kwargs)
+    else:
+        ray.init(address=r.address, **kwargs)
