@@ -176,6 +176,7 @@ class Session:
                 _arm_guards(b)
 
     def _export(self, variants: list[int], when: str) -> dict:
+        from kevolve.judge.worker import digest
         outputs = []
         snaps = getattr(self, "snapshots", None) if not self.cuda else None
         for name in self.checked:
@@ -187,15 +188,9 @@ class Session:
                                 "handles": exchange.export(out, self.w.exchange, stem, self.w.ipc)})
         self.snapshots = None
         return {"outputs": outputs,
-                "after": [{n: fingerprint(t) for n, t in s["inputs"].items()} for s in self.slots],
+                "after": [{n: digest(t) for n, t in s["inputs"].items()} for s in self.slots],
                 "overruns": {name: sorted({o for b in self.outs[name] for o in self.w._overruns(b)})
                              for name in self.checked}}
-
-
-def fingerprint(t) -> str:
-    """An exact fingerprint of a tensor's bytes, the same in the worker and the evaluator (`worker.digest`)."""
-    from kevolve.judge.worker import digest
-    return digest(t)
 
 
 def plan_rounds(reps: int, calls: int, cuda: bool, budget_s: float | None, baseline_ms: float | None) -> int:

@@ -93,13 +93,13 @@ def _call(worker: WorkerProcess, timeout: float, cmd: str, **args) -> dict:
 def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: int, when: str,
             other: bool) -> str | None:
     """Every input set's reference once; inputs unchanged; guards intact; every output within tolerance."""
-    from kevolve.judge.session import fingerprint
+    from kevolve.judge.worker import digest
     expected = {}
     for i, v in enumerate(variants):
         with checker.clock("reference"):
             inputs = checker.task.make_inputs(cfg, checker.device, v)
             expected[v] = checker.expected(cfg, inputs)
-        changed = [name for name, t in inputs.items() if reply["after"][i].get(name) != fingerprint(t)]
+        changed = [name for name, t in inputs.items() if reply["after"][i].get(name) != digest(t)]
         if changed:
             return f"input {', '.join(changed)} modified during timing ({when}, input set {i + 1})"
     for who, over in reply["overruns"].items():

@@ -157,7 +157,7 @@ class Evaluator:
         import torch
         if self.options.target == "cuda" and torch.cuda.is_available():
             return {"device": torch.cuda.get_device_name(), "node": ray.util.get_node_ip_address(),
-                    "arch": os.environ.get("KEVOLVE_CUDA_ARCH") or builder.arch_name(*torch.cuda.get_device_capability()),
+                    "arch": builder.arch_name(*torch.cuda.get_device_capability()),   # overrides: the plan
                     "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
         return {"device": "cpu", "arch": None, "node": ray.util.get_node_ip_address(), "cpu": _cpu_name()}
 

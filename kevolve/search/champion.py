@@ -30,6 +30,7 @@ class Entry:
 
 @dataclass
 class Champion:
+    paired: bool = True                    # False: a fitter candidate takes over at once (no comparison)
     current: Entry | None = None
     challengers: list[Entry] = field(default_factory=list)
     pending: Entry | None = None           # the challenger being compared
@@ -37,8 +38,9 @@ class Champion:
     comparisons: int = 0
 
     def offer(self, entry: Entry) -> bool:
-        """A correct candidate's verdict. True when it is crowned at once (there was no champion)."""
-        if self.current is None:
+        """A correct candidate's verdict. True when it is crowned at once (there was no champion, or it is
+        fitter and comparisons are off)."""
+        if self.current is None or (not self.paired and entry.evaluation.fitness > self.current.evaluation.fitness):
             self.current = entry
             return True
         if entry.evaluation.fitness > self.current.evaluation.fitness:

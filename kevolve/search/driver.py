@@ -124,7 +124,8 @@ class Driver:
         self.deadline = self.start + plan.wall_time_s
         self.last_progress = 0.0
         self.best_evaluation: Evaluation | None = None
-        self.champion = Champion()                 # the best as reported: replaced only on paired evidence
+        # the best as reported: replaced only on paired evidence (a fixed stream measures throughput: fitness)
+        self.champion = Champion(paired=stream is None)
         self.confirmed: Candidate | None = None   # the best, judged again with baselines interleaved
         self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
 
@@ -424,13 +425,6 @@ class Driver:
 
     def _challenge(self) -> None:
         """Starts the next paired comparison of a challenger with the champion (`search.champion`)."""
-        if self.stream is not None:                # a fixed stream measures throughput: fitness decides
-            entry = self.champion.next_challenge()
-            if entry is not None:
-                self.champion.settle(None)
-                self.champion.current = entry
-                self._crown(entry.candidate, entry.evaluation)
-            return
         entry = self.champion.next_challenge()
         if entry is None:
             return

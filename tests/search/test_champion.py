@@ -61,3 +61,9 @@ def test_a_cancelled_comparison_is_asked_again():
     ch.next_challenge()
     ch.cancel()
     assert ch.pending is None and ch.next_challenge().candidate.id == "b"
+
+
+def test_without_comparisons_a_fitter_candidate_takes_over_at_once():
+    ch = Champion(paired=False)                 # a fixed stream (bench_throughput): fitness decides
+    assert ch.offer(entry("a", 1.0)) and ch.offer(entry("b", 2.0)) and not ch.offer(entry("c", 1.5))
+    assert ch.current.candidate.id == "b" and ch.next_challenge() is None and ch.comparisons == 0
