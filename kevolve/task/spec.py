@@ -1,6 +1,7 @@
 """Tasks: an operation and its direction, read from `tasks/<name>/`.
 
-A task folder holds `task.yaml` (signature, shape sets, initialisations, tolerance, memory floor),
+A task folder holds `task.yaml` (signature, shape sets, initialisations, tolerance, memory floor and, for
+GEMM and convolution tasks, a FLOP floor `floor_flops`),
 `reference.py` (`reference` — the function a kernel must compute, evaluated in float64 — and
 `baseline` — what torch eager and torch.compile are timed on, in the task's dtype), `prompt.md`
 (what an LLM is told) and `seeds/` (one plain, correct kernel per target and ABI).
@@ -125,6 +126,7 @@ class Task:
     scalars: tuple[ScalarSpec, ...]
     workspace_bytes: str
     floor_bytes: str
+    floor_flops: str | None              # GEMM / convolution tasks: fewest fp32 FLOPs (no TF32); None: memory-bound only
     atol: float
     rtol: float
     init_sets: tuple[str, ...]
@@ -152,7 +154,12 @@ class Task:
         return eval_expr(self.workspace_bytes, sizes)
 
     def floor(self, sizes: dict[str, int]) -> int:
+        """The fewest bytes one call must move (the memory floor)."""
         return eval_expr(self.floor_bytes, sizes)
+
+    def flops(self, sizes: dict[str, int]) -> int | None:
+        """The fewest floating-point operations one call must do (None: the task declares none)."""
+        return eval_expr(self.floor_flops, sizes) if self.floor_flops else None
 
     def scalar_values(self) -> dict[str, float | int]:
         return {s.name: s.value for s in self.scalars}
@@ -278,6 +285,7 @@ def _parse(raw: dict, folder: Path) -> Task:
     task = Task(name=raw["name"], direction=raw["direction"], description=raw.get("description", "").strip(),
                 sizes=sizes, inputs=inputs, outputs=outputs, scalars=scalars,
                 workspace_bytes=str(raw.get("workspace_bytes", 0)), floor_bytes=str(raw["floor_bytes"]),
+                floor_flops=str(raw["floor_flops"]) if raw.get("floor_flops") is not None else None,
                 atol=float(raw["tolerance"]["atol"]), rtol=float(raw["tolerance"]["rtol"]),
                 init_sets=init_sets, shape_sets=shape_sets, dir=folder, seeds=seeds,
                 reference=ref.reference, baseline=getattr(ref, "baseline", ref.reference))
@@ -285,7 +293,7 @@ def _parse(raw: dict, folder: Path) -> Task:
         for c in configs:
             for spec in inputs + outputs:
                 task.shape(spec, c.size_dict)
-            task.workspace(c.size_dict), task.floor(c.size_dict)
+            task.workspace(c.size_dict), task.floor(c.size_dict), task.flops(c.size_dict)
     return task
 
 
