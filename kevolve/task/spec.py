@@ -202,7 +202,7 @@ def _as_list(result) -> list:
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
-_INIT = re.compile(r"^(normal|uniform|ones|zeros|const|randint)(?:\((.*)\))?$")
+_INIT = re.compile(r"^(normal|uniform|ones|zeros|const|randint|kaiming_uniform|xavier_normal)(?:\((.*)\))?$")
 
 
 def _draw(init: str, shape: tuple[int, ...], dtype: str, sizes: dict[str, int], g, device):
@@ -216,6 +216,12 @@ def _draw(init: str, shape: tuple[int, ...], dtype: str, sizes: dict[str, int], 
     if kind == "uniform":     # uniform(lo, hi)
         lo, hi = (float(args[0]), float(args[1])) if args else (-1.0, 1.0)
         return (torch.rand(shape, generator=g, device=device, dtype=torch.float32) * (hi - lo) + lo).to(tdtype)
+    if kind == "kaiming_uniform":   # kaiming_uniform(fan_in): torch's nn.Linear / nn.Conv default (a=sqrt(5))
+        bound = 1.0 / math.sqrt(eval_expr(args[0], sizes))
+        return (torch.rand(shape, generator=g, device=device, dtype=torch.float32) * (2 * bound) - bound).to(tdtype)
+    if kind == "xavier_normal":     # xavier_normal(fan_in, fan_out): std = sqrt(2 / (fan_in + fan_out))
+        std = math.sqrt(2.0 / (eval_expr(args[0], sizes) + eval_expr(args[1], sizes)))
+        return (torch.randn(shape, generator=g, device=device, dtype=torch.float32) * std).to(tdtype)
     if kind == "ones":
         return torch.ones(shape, device=device, dtype=tdtype)
     if kind == "zeros":
