@@ -44,12 +44,14 @@ class Checker:
         with self.clock("reference"):
             return self.references.get((cfg.id, variant), compute)
 
-    def changed_inputs(self, cfg: Case, variant: int, handles: dict) -> list[str]:
+    def changed_inputs(self, cfg: Case, variant: int, handles: dict, mine: dict | None = None) -> list[str]:
         """The inputs whose buffers in the worker (`handles`, as `exchange.export` gave them) differ in any bit
-        from inputs `variant` of `cfg` drawn here. Every handle is read (a file handle is consumed)."""
+        from inputs `variant` of `cfg` drawn here (or `mine`, drawn already). Every handle is read (a file
+        handle is consumed)."""
         import torch
-        with self.clock("reference"):
-            mine = self.task.make_inputs(cfg, self.device, variant)
+        if mine is None:
+            with self.clock("reference", f"inputs {cfg.id} #{variant}"):
+                mine = self.task.make_inputs(cfg, self.device, variant)
         changed = []
         for name, t in mine.items():
             theirs = exchange.read(handles[name], t.dtype, tuple(t.shape), self.device)
@@ -73,7 +75,7 @@ class Checker:
         worst_abs = worst_rel = 0.0
         pointers = None
         for variant, new_buffers in self.CALLS:
-            with self.clock("check"):
+            with self.clock("check", f"{cfg.id} call {variant + 1}"):
                 reply = worker.call("check", self.options.timeout, config=index, variant=variant,
                                     new_buffers=new_buffers)
             fail = lambda why: Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, False,  # noqa: E731

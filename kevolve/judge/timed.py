@@ -50,9 +50,10 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     kernel call checked. A wrong timed call is `Timed.failure`; a worker error raises `WorkerDied`."""
     limit = options.timeout + 60
     seed = fresh_variant()
-    setup = _call(worker, limit + 600, "time_setup", config=index, baselines=list(baselines), seed=seed,
-                  calls=options.calls, reps=options.reps, budget_s=options.budget_s, baseline_ms=baseline_ms,
-                  other=other)
+    with checker.clock("setup", f"{cfg.id}"):
+        setup = _call(worker, limit + 600, "time_setup", config=index, baselines=list(baselines), seed=seed,
+                      calls=options.calls, reps=options.reps, budget_s=options.budget_s, baseline_ms=baseline_ms,
+                      other=other)
     n, inputs, cuda = setup["calls"], setup["inputs"], options.target == "cuda"
     checked = len(setup["outputs"])
     why = _verify(checker, cfg, setup, [seed + i for i in range(inputs)], n, "warm-up", other)
@@ -62,7 +63,8 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
         if why:
             break
         variants = [fresh_variant() for _ in range(inputs)]
-        reply = _call(worker, limit * max(1, n), "time_round", variants=variants)
+        with checker.clock("round", f"{cfg.id} round {r + 1}/{rounds}"):
+            reply = _call(worker, limit * max(1, n), "time_round", variants=variants)
         why = _verify(checker, cfg, reply, variants, n, f"round {r + 1} of {rounds}", other)
         checked += len(reply["outputs"])
         if not cuda or r > 0:
@@ -101,13 +103,17 @@ def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: in
     for o in reply["outputs"]:
         by_slot[o["slot"]].append(o)
     for i, v in enumerate(variants):
-        changed = checker.changed_inputs(cfg, v, reply["input_handles"][i])
+        with checker.clock("reference", f"inputs {cfg.id} {when} set {i + 1}"):
+            mine = checker.task.make_inputs(cfg, checker.device, v)
+        with checker.clock("inputs", f"{cfg.id} {when} set {i + 1}"):
+            changed = checker.changed_inputs(cfg, v, reply["input_handles"][i], mine)
         if changed:
             return f"input {', '.join(changed)} modified during timing ({when}, input set {i + 1})"
         if not by_slot[i]:
             continue
-        with checker.clock("reference"):
-            expected = checker.expected(cfg, checker.task.make_inputs(cfg, checker.device, v))
+        with checker.clock("reference", f"expected {cfg.id} {when} set {i + 1}"):
+            expected = checker.expected(cfg, mine)
+        del mine
         for o in by_slot[i]:
             what = f"call {i + 1} of {n}" if i < n else "the synced latency call"
             label = f"warm-up, {what}" if when == "warm-up" else f"timed call, {when}, {what}"
