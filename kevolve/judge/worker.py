@@ -15,6 +15,7 @@ A crash or hang kills only this process; the evaluator turns it into a verdict.
 """
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import math
@@ -131,6 +132,7 @@ class Worker:
     def release(self) -> dict:
         """Frees the correctness calls' buffers before timing (the bench shapes' can fill a GPU)."""
         self.buffers.clear()
+        gc.collect()                                # a finished Session is a reference cycle (its calls close over it)
         if self.target == "cuda":
             import torch
             torch.cuda.empty_cache()
@@ -168,7 +170,8 @@ class Worker:
         warm-up's outputs to check."""
         from kevolve.judge.session import Session, calls_per_round, plan_rounds
         self.session = None
-        if self.target == "cuda":
+        gc.collect()                                # the last session's buffers (a reference cycle) go now, not at
+        if self.target == "cuda":                   # some later collection: 113 GiB of them filled an H200
             import torch
             torch.cuda.empty_cache()
         notes = self.prepare(config, baselines)["notes"] if baselines else {}

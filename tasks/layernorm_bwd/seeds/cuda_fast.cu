@@ -129,13 +129,13 @@ __global__ void __launch_bounds__(ROW_THREADS) rows_bwd(const float* __restrict_
         #pragma unroll
         for (int k = 0; k < 4 * VPT; ++k) s[0] += xv[k];
         block_sums<1>(s, sh);
-        const float mean = (float)(s[0] * inv_n);
+        const double mean = s[0] * inv_n;     // double: a float mean of rows with |mean| >> std shifts every xhat
         double u[3] = {0.0, 0.0, 0.0};
         #pragma unroll
         for (int k = 0; k < 4 * VPT; ++k) {
             const int64_t c = column(k, threadIdx.x, blockDim.x, vec);
             if (c < N) {
-                const float d = xv[k] - mean, gw = gv[k] * weight[c];
+                const float d = (float)((double)xv[k] - mean), gw = gv[k] * weight[c];
                 u[0] += (double)d * d;
                 u[1] += gw;
                 u[2] += (double)gw * d;
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(ROW_THREADS) rows_bwd(const float* __restrict_
         #pragma unroll
         for (int k = 0; k < 4 * VPT; ++k) {      // past N: gv = 0, so the column sums gain 0
             const int64_t c = column(k, threadIdx.x, blockDim.x, vec);
-            const float xhat = (xv[k] - mean) * r;
+            const float xhat = (float)((double)xv[k] - mean) * r;
             dw[k] += gv[k] * xhat;
             db[k] += gv[k];
             xv[k] = r * (gv[k] * (c < N ? weight[c] : 0.f) - a - xhat * cc);     // grad_x
