@@ -33,14 +33,14 @@ class Checker:
         self.references = references if references is not None else References(0)
         self.device = "cuda" if options.target == "cuda" else "cpu"
 
-    def reference(self, cfg: Case, variant: int) -> tuple[dict, tuple]:
+    def reference(self, cfg: Case, variant: int, inputs: dict | None = None) -> tuple[dict, tuple]:
         """The inputs' fingerprints (`worker.fingerprint`) and, per output, the float64 reference and where it is
-        finite (None: all of it, the usual case) for inputs `variant` of `cfg`."""
+        finite (None: all of it, the usual case) for inputs `variant` of `cfg` (`inputs`, when drawn already)."""
         from kevolve.judge.worker import fingerprint
 
         def compute():
-            inputs = self.task.make_inputs(cfg, self.device, variant)
-            return {n: fingerprint(t) for n, t in inputs.items()}, self.expected(cfg, inputs)
+            drawn = inputs if inputs is not None else self.task.make_inputs(cfg, self.device, variant)
+            return {n: fingerprint(t) for n, t in drawn.items()}, self.expected(cfg, drawn)
         with self.clock("reference"):
             return self.references.get((cfg.id, variant), compute)
 
@@ -55,8 +55,8 @@ class Checker:
         changed = []
         for name, t in mine.items():
             theirs = exchange.read(handles[name], t.dtype, tuple(t.shape), self.device)
-            if not torch.equal(theirs.reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)):   # bits: NaN == NaN
-                changed.append(name)
+            if not torch.equal(theirs.reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)):
+                changed.append(name)                # compared as bits: a NaN input equals itself
             del theirs
         return changed
 
@@ -83,7 +83,9 @@ class Checker:
             if "error" in reply:
                 worker.kill()          # a CUDA error poisons the context: never reuse this worker
                 return fail(f"crash: {reply['error']}")
-            mine, expected = self.reference(cfg, variant)
+            with self.clock("reference", f"inputs {cfg.id} #{variant}"):
+                drawn = self.task.make_inputs(cfg, self.device, variant)
+            mine, expected = self.reference(cfg, variant, drawn)
             if reply["before"] != mine:
                 raise RuntimeError(f"harness error: the worker drew different inputs for {cfg.id} "
                                    "(nondeterministic generator?) — please report this")
@@ -91,7 +93,8 @@ class Checker:
                 return fail(f"the kernel returned {reply['rc']} (call {variant + 1})")
             if reply.get("overruns"):
                 return fail(f"wrote outside {', '.join(reply['overruns'])} (call {variant + 1}, {reply.get('layout', 'aligned')} buffers)")
-            changed = self.changed_inputs(cfg, variant, reply["input_handles"])
+            changed = self.changed_inputs(cfg, variant, reply["input_handles"], drawn)
+            del drawn
             if changed:
                 return fail(f"input {', '.join(changed)} modified by the kernel (call {variant + 1})")
             if new_buffers and pointers == reply["pointers"]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import weakref
 from pathlib import Path
 
 
@@ -68,7 +69,8 @@ def open_ipc(desc: dict, dtype, shape: tuple):
     i = desc["ipc"]
     n, itemsize, start = math.prod(shape), torch.empty(0, dtype=dtype).element_size(), int(desc["offset"])
     if start < 0 or start + n * itemsize > int(i["size"]):
-        raise ValueError(f"the worker's shared allocation holds {i['size']} bytes, not {n} × {itemsize} at byte {start}")
+        raise ValueError(f"the worker's shared allocation holds {i['size']} bytes, "
+                         f"not {n} × {itemsize} at byte {start}")
     mapping = _Mapping.of(int(i["pid"]), int(i["base"]), int(i["size"]), bytes.fromhex(i["handle"]))
     raw = torch.as_tensor(_Window(mapping, start, n * itemsize), device="cuda")   # zero-copy; keeps the mapping
     return raw.view(dtype).view(tuple(shape)) if n else torch.empty(tuple(shape), dtype=dtype, device="cuda")
@@ -85,16 +87,13 @@ class _Window:
 
 class _Mapping:
     """One worker allocation opened in this process (`cuIpcOpenMemHandle`), closed when no view needs it."""
-    _open: "weakref.WeakValueDictionary" = None
+    _open: "weakref.WeakValueDictionary[tuple, _Mapping]" = weakref.WeakValueDictionary()
 
     def __init__(self, ptr: int):
         self.ptr = ptr
 
     @classmethod
     def of(cls, pid: int, base: int, size: int, handle: bytes) -> "_Mapping":
-        import weakref
-        if cls._open is None:
-            cls._open = weakref.WeakValueDictionary()
         key = (pid, base, size, handle)
         m = cls._open.get(key)
         if m is None:

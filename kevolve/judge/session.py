@@ -5,10 +5,11 @@ and torch baselines) interleaved, each on the same `n` input sets, which the eva
 fresh random variants (so nothing can be precomputed or memoised). Each checked kernel's call i writes its
 own output and workspace buffers, all poisoned at the start of the round; after the round the device is
 synchronised and every one of those outputs goes back to the evaluator, with the input sets themselves (to be
-compared exactly with the evaluator's own), to be checked against the float64 reference of its input set. On CUDA each contender runs as one CUDA graph of
-n × (flush, call) (queued calls when capture fails), then one synced call on input set n for the latency
-column; on the CPU calls are interleaved one by one and each checked output is copied the moment the call
-returns (work a call leaves to a thread after returning is not in the copy).
+compared exactly with the evaluator's own), to be checked against the float64 reference of its input set. On
+CUDA each contender runs as one CUDA graph of n × (flush, call) (queued calls when capture fails), then one
+synced call on input set n for the latency column; on the CPU calls are interleaved one by one and each
+checked output is copied the moment the call returns (work a call leaves to a thread after returning is not in
+the copy).
 
 Guarantees: the number of rounds is fixed before the first timed call, from `reps` and the baselines'
 warm-up time (never the kernel's); warm-up calls are poisoned and checked like the rest. This module
@@ -187,8 +188,8 @@ class Session:
                                 "handles": exchange.export(out, self.w.exchange, stem, self.w.ipc)})
         self.snapshots = None
         return {"outputs": outputs,
-                "input_handles": [exchange.export(s["inputs"], self.w.exchange, f"{self.config}.t{self.round}.in.{i}", self.w.ipc)
-                           for i, s in enumerate(self.slots)],
+                "input_handles": [exchange.export(s["inputs"], self.w.exchange, f"{self.config}.t{self.round}.in.{i}",
+                                                  self.w.ipc) for i, s in enumerate(self.slots)],
                 "overruns": {name: sorted({o for b in self.outs[name] for o in self.w._overruns(b)})
                              for name in self.checked}}
 

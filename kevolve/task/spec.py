@@ -126,7 +126,7 @@ class Task:
     scalars: tuple[ScalarSpec, ...]
     workspace_bytes: str
     floor_bytes: str
-    floor_flops: str | None              # GEMM / convolution tasks: fewest fp32 FLOPs (no TF32); None: memory-bound only
+    floor_flops: str | None              # GEMM / conv tasks: fewest fp32 FLOPs (no TF32); None: memory-bound
     atol: float
     rtol: float
     init_sets: tuple[str, ...]
