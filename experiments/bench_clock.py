@@ -106,11 +106,13 @@ def bench_config(task, cfg, kern, clock, checker, args) -> dict:
             s["inputs"][nm].copy_(t)
     names = [s.name for s in task.inputs]
     args_of = lambda i: [sets[i]["inputs"][nm] for nm in names]  # noqa: E731
-    base = lambda *ins: task.baseline(*ins, **sizes, **task.scalar_values())  # noqa: E731
+    scalars = task.scalar_values(cfg)
+    base = lambda *ins: task.baseline(*ins, **sizes, **scalars)  # noqa: E731
 
     def kernel_call(i: int) -> None:
         s = sets[i]
-        if kern(s["inputs"], s["outputs"], sizes, s["workspace"], torch.cuda.current_stream().cuda_stream) != 0:
+        if kern(s["inputs"], s["outputs"], sizes, s["workspace"], torch.cuda.current_stream().cuda_stream,
+                scalars=scalars) != 0:
             raise RuntimeError("kernel returned nonzero")
     calls = {"eager": lambda i: base(*args_of(i)), "kernel": kernel_call}
     try:

@@ -16,8 +16,9 @@ from kevolve.task.spec import load_task
 HERE = Path(__file__).resolve().parent
 def measured(task, path: Path) -> Evaluation:
     """layernorm_fwd's rows of bench_clock's table read back into an Evaluation: the graph clock's eager,
-    compile and kernel µs per call as medians (the configurations that table holds)."""
-    cases = {c.shape_id: c for c in task.configs("bench") if c.init == task.init_sets[0]}
+    compile and kernel µs per call as medians (the configurations that table holds, by label: tables written
+    before scalars varied name a configuration without its eps)."""
+    cases = {k: c for c in task.configs("bench") if c.init == task.init_sets[0] for k in (c.label, c.shape_id) if k}
     text = path.read_text()
     section = text[text.index("## layernorm_fwd"):text.index("## layernorm_bwd")]
     out = []

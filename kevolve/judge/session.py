@@ -31,6 +31,7 @@ class Session:
     def __init__(self, worker, config: int, checked: dict, baselines: dict, calls: int):
         cfg = worker.task_configs[config]
         self.w, self.config, self.cfg, self.sizes = worker, config, cfg, cfg.size_dict
+        self.scalars = worker.task.scalar_values(cfg)
         self.cuda = worker.device == "cuda"
         self.n = calls
         slots = calls + (1 if self.cuda else 0)              # the last one takes the synced latency call
@@ -50,7 +51,8 @@ class Session:
     def _kernel_call(self, name: str, kernel):
         def call(i: int) -> None:
             b = self.outs[name][i]
-            rc = kernel(self.slots[i]["inputs"], b["outputs"], self.sizes, b["workspace"], self.w._stream())
+            rc = kernel(self.slots[i]["inputs"], b["outputs"], self.sizes, b["workspace"], self.w._stream(),
+                        scalars=self.scalars)
             if rc != 0:
                 raise KernelFailed(f"{name} returned {rc} on a timed call")
         return call

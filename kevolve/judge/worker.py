@@ -119,7 +119,8 @@ class Worker:
         self._sync()
         start = time.perf_counter()
         with _fill_uninitialized(self.abi == "torch"):
-            rc = self.kernel(buf["inputs"], buf["outputs"], sizes, buf["workspace"], self._stream())
+            rc = self.kernel(buf["inputs"], buf["outputs"], sizes, buf["workspace"], self._stream(),
+                             scalars=task.scalar_values(cfg))
         self._sync()
         seconds = time.perf_counter() - start
         overruns = self._overruns(buf)
@@ -146,7 +147,7 @@ class Worker:
             probe["inputs"][name].copy_(t)
         notes: dict = {}
         for which in baselines:
-            self._baseline(which, cfg.size_dict, [probe["inputs"][s.name] for s in self.task.inputs], notes)
+            self._baseline(which, cfg, [probe["inputs"][s.name] for s in self.task.inputs], notes)
         self._sync()
         return {"notes": notes}
 
@@ -179,7 +180,7 @@ class Worker:
         sizes = cfg.size_dict
         fns = {}
         for which in baselines:
-            fn = self._baseline(which, sizes, None, notes)
+            fn = self._baseline(which, cfg, None, notes)
             if fn is not None:
                 fns[which] = fn
         checked = {"kernel": self.kernel, **({"other": self.other} if other else {})}
@@ -271,15 +272,15 @@ class Worker:
                     bad.append(f"{name} ({'before its start' if k == 0 else 'past its end'})")
         return bad
 
-    def _baseline(self, which: str, sizes: dict, probe_args: list | None, notes: dict):
+    def _baseline(self, which: str, cfg, probe_args: list | None, notes: dict):
         """torch eager, or torch.compile (default mode, or max-autotune without CUDA graphs) compiled once per
-        shape on `probe_args` (a failure to compile is noted, not fatal; None: not compiled yet)."""
+        (shape, scalar values) on `probe_args` (a failure to compile is noted, not fatal; None: not compiled yet)."""
         import torch
-        task, scalars = self.task, self.task.scalar_values()
+        task, sizes, scalars = self.task, cfg.size_dict, self.task.scalar_values(cfg)
         fn = lambda *ins: task.baseline(*ins, **sizes, **scalars)  # noqa: E731
         if which == "eager":
             return fn
-        key = (which, tuple(sorted(sizes.items())))
+        key = (which, tuple(sorted(sizes.items())), tuple(sorted(scalars.items())))
         if key not in self.compiled and probe_args is not None:
             try:
                 import torch._dynamo

@@ -6,9 +6,9 @@ shown configurations, the rules the harness enforces (read from `kevolve.judge.r
 the judge really forbids), and a parent's per-configuration numbers (from `kevolve.judge.results.Evaluation`).
 
 Guarantees: no function here ever writes a held-out configuration (`Case.heldout`) into its text — the shown
-configurations and the numbers table skip them, and `redact` rewrites harness feedback that names one (its id or
-label, its sizes as `k=v`, and on those lines every index tuple and every integer of three or more digits, which
-could be a size or an element count).
+configurations and the numbers table skip them (and so their scalar values), and `redact` rewrites harness
+feedback that names one (its id or label, its sizes as `k=v`, and on those lines every index tuple and every
+integer of three or more digits, which could be a size or an element count).
 Not guaranteed: that redaction catches a held-out size spelled some other way in free text (the harness's own
 messages are the ones it is written for).
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from kevolve.judge import rules
 from kevolve.judge.results import Evaluation, Measurement
 from kevolve.task.abi import c_prototype
-from kevolve.task.spec import Case, Task
+from kevolve.task.spec import Case, Task, show_scalar
 
 HELDOUT = "a held-out configuration"
 
@@ -60,15 +60,21 @@ class Context:
 
 
 def configurations(ctx: Context) -> str:
-    """The shown shapes as a Markdown table: sizes, initialisations, and the fewest bytes the operation moves."""
+    """The shown shapes as a Markdown table: sizes, the scalars' values (a task with scalars: they change from
+    configuration to configuration), initialisations, and the fewest bytes the operation moves."""
     rows, seen = [], {}
+    with_scalars = bool(ctx.task.scalars)
     for c in ctx.shown():
         seen.setdefault(c.shape_id, (c, []))[1].append(c.init)
     for shape, (c, inits) in seen.items():
-        sizes = ", ".join(f"{k}={v}" for k, v in c.sizes)
-        mb = ctx.task.floor(c.size_dict) / 1e6
-        rows.append(f"| {shape} | {sizes} | {', '.join(dict.fromkeys(inits))} | {mb:.3g} MB |")
-    head = "| configuration | sizes | initialisations | fewest bytes moved |\n|---|---|---|---|"
+        cells = [shape, ", ".join(f"{k}={v}" for k, v in c.sizes)]
+        if with_scalars:
+            cells.append(", ".join(f"{k}={show_scalar(v)}" for k, v in ctx.task.scalar_values(c).items()))
+        cells += [", ".join(dict.fromkeys(inits)), f"{ctx.task.floor(c.size_dict) / 1e6:.3g} MB"]
+        rows.append("| " + " | ".join(cells) + " |")
+    names = ["configuration", "sizes", *(["scalars"] if with_scalars else []), "initialisations",
+             "fewest bytes moved"]
+    head = "| " + " | ".join(names) + " |\n|" + "---|" * len(names)
     return head + "\n" + "\n".join(rows)
 
 
@@ -133,8 +139,8 @@ def redact(ctx: Context, text: str) -> str:
     held = ctx.heldout()
     if not held or not text:
         return text
-    markers = sorted({m for c in held for m in (c.id, c.shape_id, ",".join(f"{k}={v}" for k, v in c.sizes))},
-                     key=len, reverse=True)
+    markers = sorted({m for c in held for m in (c.id, c.shape_id, c.label, ",".join(f"{k}={v}" for k, v in c.sizes))
+                      if m}, key=len, reverse=True)
     out = []
     for line in text.split("\n"):
         hit = any(m in line for m in markers)

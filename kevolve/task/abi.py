@@ -2,8 +2,10 @@
 
 ABI `c` (the default): the candidate exports `extern "C" int <direction>(...)` taking, in order, the task's
 inputs (`const T*`), outputs (`T*`), sizes (`int64_t`), scalars, `void* workspace, int64_t workspace_bytes`
-and, on CUDA, `cudaStream_t stream`; it returns 0 on success. `c_prototype` writes that declaration for a
-task — the text a prompt shows and a seed kernel implements — and `CKernel` calls it through ctypes.
+and, on CUDA, `cudaStream_t stream`; it returns 0 on success. Scalar values belong to the configuration
+(`Task.scalar_values(case)`): every call takes them, so no caller can fall back on the defaults.
+`c_prototype` writes that declaration for a task — the text a prompt shows and a seed kernel implements —
+and `CKernel` calls it through ctypes.
 
 ABI `torch` (robust-kbench / KernelBench format): a torch extension exporting `<direction>` that takes the
 inputs as tensors (then, if it accepts them, the scalars) and returns the outputs. `TorchKernel` calls it and
@@ -52,12 +54,14 @@ class CKernel:
             argtypes.append(ctypes.c_void_p)
         self.fn.argtypes, self.fn.restype = argtypes, ctypes.c_int
 
-    def __call__(self, inputs: dict, outputs: dict, sizes: dict[str, int], workspace, stream=None) -> int:
+    def __call__(self, inputs: dict, outputs: dict, sizes: dict[str, int], workspace, stream=None, *,
+                 scalars: dict[str, float | int]) -> int:
+        """One call; `scalars`: this configuration's values (`Task.scalar_values(case)`), never assumed."""
         t = self.task
         args: list[Any] = [inputs[s.name].data_ptr() for s in t.inputs]
         args += [outputs[s.name].data_ptr() for s in t.outputs]
         args += [sizes[n] for n in t.sizes]
-        args += [s.value for s in t.scalars]
+        args += [scalars[s.name] for s in t.scalars]
         args += [workspace.data_ptr() if workspace.numel() else None, workspace.numel()]
         if self.target == "cuda":
             args.append(stream)
@@ -75,10 +79,12 @@ class TorchKernel:
             raise LookupError(f"the extension defines no `{task.direction}` function (m.def(\"{task.direction}\", ...))") from None
         self.with_scalars: bool | None = None if task.scalars else False
 
-    def __call__(self, inputs: dict, outputs: dict | None, sizes: dict[str, int], workspace, stream=None) -> int:
-        """Calls the extension; with `outputs` given, copies its results there (`None` while timing)."""
+    def __call__(self, inputs: dict, outputs: dict | None, sizes: dict[str, int], workspace, stream=None, *,
+                 scalars: dict[str, float | int]) -> int:
+        """Calls the extension with this configuration's `scalars`; with `outputs` given, copies its results
+        there (`None` while timing)."""
         args = [inputs[s.name] for s in self.task.inputs]
-        scalars = [s.value for s in self.task.scalars]
+        scalars = [scalars[s.name] for s in self.task.scalars]
         if self.with_scalars is None:          # first call: does it take the scalars (eps, ...) or not?
             try:
                 result = self.fn(*args, *scalars)

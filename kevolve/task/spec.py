@@ -7,9 +7,11 @@ GEMM and convolution tasks, a FLOP floor `floor_flops`),
 (what an LLM is told) and `seeds/` (one plain, correct kernel per target and ABI).
 
 Guarantees: a task that loads is complete — every shape expression evaluates on every configuration,
-every input has an initialiser for every init set, every seed file named exists — and a malformed one
-raises `TaskError` naming the file and the field. Inputs are a pure function of (task, configuration,
-variant, device type): the evaluator and its worker process draw identical tensors independently.
+every input has an initialiser for every init set, every seed file named exists, every scalar value a
+configuration sets has its declared type — and a malformed one raises `TaskError` naming the file and the
+field. A configuration's scalar values (`Case.scalars`: its own, else the defaults) are what its kernel,
+reference and baselines get. Inputs are a pure function of (task, configuration, variant, device type):
+the evaluator and its worker process draw identical tensors independently.
 Not guaranteed: that `reference` is right; tests compare it with torch where torch has the operation.
 """
 from __future__ import annotations
@@ -90,25 +92,35 @@ class TensorSpec:
 class ScalarSpec:
     name: str
     type: str          # float | double | int
-    value: float | int
+    value: float | int  # the default: a configuration may set its own
 
 
 @dataclass(frozen=True)
 class Case:
-    """One configuration of a shape set (a case): sizes × initialisation × seed. `heldout` configs are never shown to an LLM."""
+    """One configuration of a shape set (a case): sizes and scalar values × initialisation × seed. `heldout`
+    configs are never shown to an LLM. `scalars` holds every scalar of the task, the defaults filled in;
+    `custom` names those this configuration sets to another value than the default: only they enter
+    `shape_id` (and so `id`), so a configuration at the defaults keeps the id it had before scalars varied."""
     sizes: tuple[tuple[str, int], ...]
     init: str
     seed: int
     label: str = ""
     heldout: bool = False
+    scalars: tuple[tuple[str, float | int], ...] = ()
+    custom: tuple[str, ...] = ()
 
     @property
     def size_dict(self) -> dict[str, int]:
         return dict(self.sizes)
 
     @property
+    def scalar_dict(self) -> dict[str, float | int]:
+        return dict(self.scalars)
+
+    @property
     def shape_id(self) -> str:
-        return self.label or ",".join(f"{k}={v}" for k, v in self.sizes)
+        base = self.label or ",".join(f"{k}={v}" for k, v in self.sizes)
+        return base + "".join(f",{k}={show_scalar(v)}" for k, v in self.scalars if k in self.custom)
 
     @property
     def id(self) -> str:
@@ -161,8 +173,9 @@ class Task:
         """The fewest floating-point operations one call must do (None: the task declares none)."""
         return eval_expr(self.floor_flops, sizes) if self.floor_flops else None
 
-    def scalar_values(self) -> dict[str, float | int]:
-        return {s.name: s.value for s in self.scalars}
+    def scalar_values(self, case: Case | None = None) -> dict[str, float | int]:
+        """Every scalar's value: the defaults, overridden by those `case` sets."""
+        return {s.name: s.value for s in self.scalars} | (case.scalar_dict if case is not None else {})
 
     def seed_paths(self, target: str, abi: str = "c") -> list[Path]:
         """Every seed kernel for (target, abi), the plain one first (the search starts from all of them)."""
@@ -191,15 +204,29 @@ class Task:
             out[spec.name] = _draw(spec.init[config.init], self.shape(spec, sizes), spec.dtype, sizes, g, device)
         return out
 
-    def call_reference(self, inputs: dict, sizes: dict[str, int]) -> list:
-        return _as_list(self.reference(*[inputs[s.name] for s in self.inputs], **sizes, **self.scalar_values()))
+    def call_reference(self, inputs: dict, case: Case) -> list:
+        """`reference` on `inputs` with the sizes and scalar values of `case`."""
+        args, kwargs = self._args(inputs, case)
+        return _as_list(self.reference(*args, **kwargs))
 
-    def call_baseline(self, inputs: dict, sizes: dict[str, int]) -> list:
-        return _as_list(self.baseline(*[inputs[s.name] for s in self.inputs], **sizes, **self.scalar_values()))
+    def call_baseline(self, inputs: dict, case: Case) -> list:
+        """`baseline` on `inputs` with the sizes and scalar values of `case`."""
+        args, kwargs = self._args(inputs, case)
+        return _as_list(self.baseline(*args, **kwargs))
+
+    def _args(self, inputs: dict, case: Case) -> tuple[list, dict]:
+        if not isinstance(case, Case):
+            raise TypeError(f"pass the Case (its sizes and scalar values), not {type(case).__name__}")
+        return [inputs[s.name] for s in self.inputs], {**case.size_dict, **self.scalar_values(case)}
 
 
 def _as_list(result) -> list:
     return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def show_scalar(value: float | int) -> str:
+    """A scalar value as an id shows it: 1e-06, 0.001, 3."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 _INIT = re.compile(r"^(normal|uniform|ones|zeros|const|randint|kaiming_uniform|xavier_normal)(?:\((.*)\))?$")
@@ -276,12 +303,12 @@ def _parse(raw: dict, folder: Path) -> Task:
 
     inputs = tuple(tensor(d, True) for d in raw["inputs"])
     outputs = tuple(tensor(d, False) for d in raw["outputs"])
-    scalars = tuple(ScalarSpec(s["name"], s.get("type", "float"), s["value"]) for s in raw.get("scalars", []))
-    for s in scalars:
-        if s.type not in SCALAR_TYPES:
-            raise TaskError(f"scalar {s.name}: type {s.type!r} not one of {sorted(SCALAR_TYPES)}")
+    scalars = tuple(_scalar(s) for s in raw.get("scalars", []))
     sizes = tuple(raw["sizes"])
-    shape_sets = {name: _configs(spec, sizes, init_sets) for name, spec in raw["shapes"].items()}
+    clash = sorted({s.name for s in scalars} & {*sizes, "label"})
+    if clash:
+        raise TaskError(f"scalar {', '.join(clash)}: a scalar's name must differ from every size and from 'label'")
+    shape_sets = {name: _configs(spec, sizes, init_sets, scalars) for name, spec in raw["shapes"].items()}
     ref = _load_module(folder / "reference.py")
     seeds = {k: tuple([v] if isinstance(v, str) else v) for k, v in raw.get("seeds", {}).items()}
     for key, fnames in seeds.items():
@@ -303,7 +330,28 @@ def _parse(raw: dict, folder: Path) -> Task:
     return task
 
 
-def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...]) -> tuple[Case, ...]:
+def _scalar(d: dict) -> ScalarSpec:
+    """A declared scalar, its default value checked against its type."""
+    spec = ScalarSpec(d["name"], d.get("type", "float"), d["value"])
+    if spec.type not in SCALAR_TYPES:
+        raise TaskError(f"scalar {spec.name}: type {spec.type!r} not one of {sorted(SCALAR_TYPES)}")
+    return ScalarSpec(spec.name, spec.type, _scalar_value(spec, spec.value, f"scalar {spec.name}"))
+
+
+def _scalar_value(spec: ScalarSpec, value: Any, where: str) -> float | int:
+    """`value` as `spec`'s type: an int for `int`, a finite number (an int is widened) for float and double."""
+    if spec.type == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TaskError(f"{where}: {spec.name} is an int scalar, got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        hint = " (YAML reads 1e-6 as a string: write 1.0e-6)" if isinstance(value, str) else ""
+        raise TaskError(f"{where}: {spec.name} is a {spec.type} scalar, got {value!r}{hint}")
+    return float(value)
+
+
+def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...],
+             scalars: tuple[ScalarSpec, ...]) -> tuple[Case, ...]:
     inits = tuple(spec.get("inits", init_sets))
     seeds = tuple(spec.get("seeds", [0]))
     for i in inits:
@@ -314,15 +362,28 @@ def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...]) -> 
         for c in spec.get(key, []):
             c = dict(c)
             label = str(c.pop("label", ""))
-            missing = [s for s in sizes if s not in c]
-            if missing or set(c) - set(sizes):
-                raise TaskError(f"configuration {c}: sizes must be exactly {list(sizes)}")
+            values = _config_scalars(c, sizes, scalars)
+            custom = tuple(s.name for s in scalars if values[s.name] != s.value)
             for init in inits:
                 for seed in seeds:
-                    out.append(Case(tuple((s, int(c[s])) for s in sizes), init, int(seed), label, heldout))
+                    out.append(Case(tuple((s, int(c[s])) for s in sizes), init, int(seed), label, heldout,
+                                    tuple(values.items()), custom))
     if not out:
         raise TaskError("a shape set has no configurations")
     return tuple(out)
+
+
+def _config_scalars(c: dict, sizes: tuple[str, ...], scalars: tuple[ScalarSpec, ...]) -> dict[str, float | int]:
+    """A configuration's scalar values (the defaults where it sets none); its keys checked first."""
+    unknown = sorted(set(c) - set(sizes) - {s.name for s in scalars})
+    if unknown:
+        raise TaskError(f"configuration {c}: unknown key {', '.join(map(repr, unknown))} (sizes: {list(sizes)}, "
+                        f"scalars: {[s.name for s in scalars]}, and label)")
+    missing = [s for s in sizes if s not in c]
+    if missing:
+        raise TaskError(f"configuration {c}: sizes must be exactly {list(sizes)} (missing {missing})")
+    where = f"configuration {c}"
+    return {s.name: _scalar_value(s, c[s.name], where) if s.name in c else s.value for s in scalars}
 
 
 def _load_module(path: Path):

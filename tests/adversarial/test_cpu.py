@@ -175,6 +175,8 @@ RUNTIME = [
      r"NaN — not written"),
     ("compensating-input-edit", kernel(after="int32_t* xi = (int32_t*)x; xi[0] += 2; xi[1] -= 1;"),
      r"input x modified"),
+    ("ignores-its-eps", kernel(body=BODY.replace("q / N + eps", "q / N + 1e-5f")),
+     r"^B=5,N=64,eps=0\.01/random/s0: output out: \d+ of 320 elements outside tolerance"),
 ]
 
 
@@ -193,6 +195,23 @@ def test_honest_kernels_are_accepted(tiny):
                    (TINY / "seeds" / "cpu.cpp").read_text()]:
         ev = evaluate(tiny, source, FAST)
         assert ev.correct, ev.failure
+
+
+# ------------------------------------------------------------------ the task's own numbers: per-configuration scalars
+@pytest.mark.slow     # ~20-40 s on 2 cores; RUNTIME's "ignores-its-eps" covers the same ground on the tiny task
+def test_a_kernel_that_ignores_eps_is_rejected_on_the_tasks_own_small_set():
+    """layernorm_fwd's small set sets eps per configuration (tests/task/test_scalars.py): a kernel right in every
+    other way but for the default eps it hard-codes is rejected on the first configuration that sets another
+    eps (tiny init), and the verdict names it; the task's plain seed, which reads its eps argument, is accepted."""
+    task = load_task("layernorm_fwd")
+    hard_coded = kernel(body=BODY.replace("q / N + eps", "q / N + 1e-5f"))
+    assert hard_coded != kernel()
+    ev = evaluate(task, hard_coded, FAST)
+    first = next(c for c in task.configs("small") if c.custom and c.init == "tiny")
+    assert not ev.correct and ev.stage == "correctness", (ev.stage, ev.failure)
+    assert ev.failure.startswith(f"{first.id}: output out:") and "outside tolerance" in ev.failure, ev.failure
+    seed = evaluate(task, task.seed_path("cpu").read_text(), FAST)
+    assert seed.correct, seed.failure
 
 
 # ------------------------------------------------------------------ layer 4: confinement alone

@@ -15,7 +15,7 @@ from kevolve.operators.compose import OPERATORS, Request, messages
 from kevolve.operators.context import Context
 from kevolve.operators.strategies import Strategy
 from kevolve.task.abi import c_prototype
-from kevolve.task.spec import list_tasks, load_task
+from kevolve.task.spec import list_tasks, load_task, show_scalar
 
 TORCH_SRC = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) { return x; }\n"
 
@@ -82,12 +82,28 @@ def test_no_heldout_configuration_appears_in_any_prompt(name, target, shape_set)
     secret = {v for c in ctx.heldout() for _, v in c.sizes if v >= 100 and not re.search(rf"(?<!\d){v}(?!\d)",
                                                                                           public)} - shown
     labels = {c.shape_id for c in ctx.heldout()} | {",".join(f"{k}={v}" for k, v in c.sizes) for c in ctx.heldout()}
+    labels |= {c.label for c in ctx.heldout() if c.label}
+    scalars = _set_scalars(ctx.heldout()) - _set_scalars(ctx.shown())     # eps=0.01 of held-out ones only
     assert secret and labels
     for kind, text in all_prompts(ctx, parent).items():
-        for label in labels:
+        for label in labels | scalars:
             assert label not in text, (kind, label)
         for v in secret:
             assert not re.search(rf"(?<![\w.]){v}(?![\w.])", text), (kind, v)
+
+
+def _set_scalars(cases) -> set[str]:
+    return {f"{k}={show_scalar(v)}" for c in cases for k, v in c.scalars if k in c.custom}
+
+
+def test_configurations_show_each_shown_configurations_scalars():
+    ctx = Context(load_task("rmsnorm_fwd"), "cuda", H200, "bench")
+    table = facts.configurations(ctx)
+    assert "| configuration | sizes | scalars | initialisations | fewest bytes moved |" in table
+    assert "| BT=16384,(4096,),eps=1e-08 | B=16384, N=4096 | eps=1e-08 | random, identity, tiny, offset |" in table
+    assert "| BT=4096,(4096,) | B=4096, N=4096 | eps=1e-06 |" in table           # the default, shown too
+    hidden = _set_scalars(ctx.heldout()) - _set_scalars(ctx.shown())
+    assert hidden and not any(h in table for h in hidden)
 
 
 def test_optimize_shows_shown_numbers_and_redacted_feedback(ctx, parent, task):

@@ -125,7 +125,8 @@ def run_kernel(t: Task, kernel: CKernel, configs, cuda_abi: bool = False) -> lis
             for v in outs.values():
                 v.fill_(float("nan"))
             ws.fill_(0xFF)
-            rc = kernel(ins, outs, sizes, ws, None) if cuda_abi else kernel(ins, outs, sizes, ws)
+            stream = (None,) if cuda_abi else ()
+            rc = kernel(ins, outs, sizes, ws, *stream, scalars=t.scalar_values(c))
             where = f"{c.id} (call {variant + 1})"
             if rc != 0:
                 failures.append(f"{where}: returned {rc}")
@@ -144,7 +145,7 @@ def run_kernel(t: Task, kernel: CKernel, configs, cuda_abi: bool = False) -> lis
                 if not torch.equal(ins[s.name], fresh[s.name]):
                     failures.append(f"{where}: changed input {s.name}")
             up = {k: v.double() if v.is_floating_point() else v for k, v in fresh.items()}
-            ratio = worst_ratio(t, [outs[s.name] for s in t.outputs], t.call_reference(up, sizes))
+            ratio = worst_ratio(t, [outs[s.name] for s in t.outputs], t.call_reference(up, c))
             if ratio > 1:
                 failures.append(f"{where}: {ratio:.3g} x the tolerance")
     return failures

@@ -232,8 +232,8 @@ def test_reference_is_what_torch_autograd_computes(name):
     t = task(name)
     for c in _two_small_configs(t):
         inputs = up(t.make_inputs(c, "cpu"))
-        refs = t.call_reference(inputs, c.size_dict)
-        theirs = _listed(INDEPENDENT[name](*[inputs[s.name] for s in t.inputs], **c.size_dict, **t.scalar_values()))
+        refs = t.call_reference(inputs, c)
+        theirs = _listed(INDEPENDENT[name](*[inputs[s.name] for s in t.inputs], **c.size_dict, **t.scalar_values(c)))
         assert len(refs) == len(theirs) == len(t.outputs)
         for spec, ref, other in zip(t.outputs, refs, theirs):
             assert ref.dtype == torch.float64 and tuple(ref.shape) == t.shape(spec, c.size_dict), spec.name
@@ -245,9 +245,9 @@ def test_torch_float32_baseline_passes_the_tolerance_with_margin(name):
     t = task(name)
     for c in t.configs("small"):
         inputs = t.make_inputs(c, "cpu")
-        base = t.call_baseline(inputs, c.size_dict)
+        base = t.call_baseline(inputs, c)
         assert all(b.dtype == torch.float32 for b in base)
-        ratio = worst_ratio(t, base, t.call_reference(up(inputs), c.size_dict))
+        ratio = worst_ratio(t, base, t.call_reference(up(inputs), c))
         assert ratio <= 0.5, f"{c.id}: torch's float32 result uses {ratio:.2f} of the tolerance"
 
 
@@ -263,8 +263,8 @@ def test_tolerance_rejects_a_slightly_wrong_kernel_on_the_small_set(name, kind):
     for c in sorted(t.configs("small"), key=lambda c: c.init != t.init_sets[-1]):   # the last init set first
         inputs = up(t.make_inputs(c, "cpu"))
         args = [inputs[s.name] for s in t.inputs]
-        outs = _listed(wrong(*args, **c.size_dict, **t.scalar_values()))
-        if worst_ratio(t, outs, t.call_reference(inputs, c.size_dict)) > 1:
+        outs = _listed(wrong(*args, **c.size_dict, **t.scalar_values(c)))
+        if worst_ratio(t, outs, t.call_reference(inputs, c)) > 1:
             return
     pytest.fail(f"a kernel with {kind} passes every small configuration of {name}")
 
@@ -300,11 +300,11 @@ def run_c_kernel(t: Task, lib_path: str) -> list[str]:
         inputs = t.make_inputs(c, "cpu")
         outputs = {s.name: torch.full(t.shape(s, sizes), float("nan"), dtype=getattr(torch, s.dtype)) for s in t.outputs}
         workspace = torch.full((t.workspace(sizes),), 0xFF, dtype=torch.uint8)     # all bytes 0xFF: NaN floats
-        rc = kernel(inputs, outputs, sizes, workspace)
+        rc = kernel(inputs, outputs, sizes, workspace, scalars=t.scalar_values(c))
         if rc != 0:
             failures.append(f"{c.id}: returned {rc}")
             continue
-        ratio = worst_ratio(t, [outputs[s.name] for s in t.outputs], t.call_reference(up(inputs), sizes))
+        ratio = worst_ratio(t, [outputs[s.name] for s in t.outputs], t.call_reference(up(inputs), c))
         if ratio > 1:
             failures.append(f"{c.id}: {ratio:.3g} x the tolerance")
     return failures
