@@ -9,7 +9,9 @@ compared exactly with the evaluator's own), to be checked against the float64 re
 CUDA each contender runs as one CUDA graph of n × (flush, call) (queued calls when capture fails), then one
 synced call on input set n for the latency column; on the CPU calls are interleaved one by one and each
 checked output is copied the moment the call returns (work a call leaves to a thread after returning is not in
-the copy).
+the copy). A torch-ABI kernel's call is the extension's call alone: what it returns is kept and copied into
+that call's checked buffers after the round (on the CPU, the moment it returns), outside the timed interval
+(`_store_returned`).
 
 Guarantees: the number of rounds is fixed before the first timed call, from `reps` and the baselines'
 warm-up time (never the kernel's); warm-up calls are poisoned and checked like the rest. This module
@@ -38,6 +40,8 @@ class Session:
         self.slots = [worker._allocate(self.sizes) for _ in range(slots)]
         self.outs = {name: self.slots if j == 0 else [worker._allocate(self.sizes) for _ in range(slots)]
                      for j, name in enumerate(checked)}
+        self.kernels = checked
+        self.returned: dict[str, list] = {}                  # torch ABI: what each call returned (_store_returned)
         self.calls = {name: self._kernel_call(name, k) for name, k in checked.items()}
         self.calls.update({name: self._baseline_call(fn) for name, fn in baselines.items()})
         self.checked = list(checked)
@@ -49,6 +53,13 @@ class Session:
 
     # ------------------------------------------------------------------ contenders
     def _kernel_call(self, name: str, kernel):
+        if hasattr(kernel, "store"):                 # torch ABI: results kept, copied after the timed calls
+            self.returned[name] = [None] * len(self.slots)
+
+            def run(i: int) -> None:
+                self.returned[name][i] = kernel.run(self.slots[i]["inputs"], self.sizes, self.scalars, self.cfg)
+            return run
+
         def call(i: int) -> None:
             b = self.outs[name][i]
             rc = kernel(self.slots[i]["inputs"], b["outputs"], self.sizes, b["workspace"], self.w._stream(),
@@ -79,6 +90,7 @@ class Session:
             if name not in self.checked:
                 per = (time.perf_counter() - t0) * 1e3 / len(self.slots)
                 slowest = max(slowest or 0.0, per)
+        self._store_returned()
         reply = self._export(variants, "warm-up")
         if self.cuda:
             self._capture()
@@ -129,6 +141,7 @@ class Session:
         self.round += 1
         times = self._cuda_round(order) if self.cuda else self._cpu_round(order)
         self.w._sync()
+        self._store_returned()
         reply = self._export(variants, f"round {self.round}")
         reply["times"] = times
         return reply
@@ -157,8 +170,25 @@ class Session:
                 name = order[(i + j) % len(order)]
                 times[name].append(self.clock.wall(lambda c=self.calls[name]: c(i)))
                 if name in self.snapshots:              # what the call left when it returned, nothing later
+                    self._store_returned(name, i)
                     self.snapshots[name][i] = {n: t.clone() for n, t in self.outs[name][i]["outputs"].items()}
         return times
+
+    # ------------------------------------------------------------------ torch ABI: results into the buffers
+    def _store_returned(self, only: str | None = None, slot: int | None = None) -> None:
+        """Torch ABI: copies what each call returned into that call's checked buffers (`TorchKernel.store`:
+        count, shape, dtype and device checked), outside the timed interval — after a round on CUDA, the
+        moment the call returned on the CPU (`only`, `slot`) — and before the outputs are exported. A call
+        whose result is missing leaves its NaN poison. On CUDA a graph's calls returned tensors of the
+        graph's memory pool when it was captured, and each replay rewrites them."""
+        for name, returned in self.returned.items():
+            if only is not None and name != only:
+                continue
+            for i, r in enumerate(returned):
+                if r is not None and (slot is None or i == slot):
+                    self.kernels[name].store(r, self.outs[name][i]["outputs"])
+        if only is None and self.returned:
+            self.w._sync()
 
     # ------------------------------------------------------------------ buffers
     def _fill(self, variants: list[int]) -> None:

@@ -120,7 +120,7 @@ class Worker:
         start = time.perf_counter()
         with _fill_uninitialized(self.abi == "torch"):
             rc = self.kernel(buf["inputs"], buf["outputs"], sizes, buf["workspace"], self._stream(),
-                             scalars=task.scalar_values(cfg))
+                             scalars=task.scalar_values(cfg), case=cfg)
         self._sync()
         seconds = time.perf_counter() - start
         overruns = self._overruns(buf)
@@ -207,7 +207,8 @@ class Worker:
         import torch
         t = self.task
         size = lambda s: math.prod(t.shape(s, sizes)) * torch.empty(0, dtype=getattr(torch, s.dtype)).element_size()  # noqa: E731
-        return sum(size(s) for s in t.inputs + t.outputs) + t.workspace(sizes)
+        held = t.outputs if self.abi == "torch" else ()     # the torch ABI's results live until the round's copy
+        return sum(size(s) for s in t.inputs + t.outputs + held) + t.workspace(sizes)
 
     # ------------------------------------------------------------------ helpers
     def ipc_probe(self) -> dict:

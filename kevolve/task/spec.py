@@ -6,10 +6,19 @@ GEMM and convolution tasks, a FLOP floor `floor_flops`),
 `baseline` — what torch eager and torch.compile are timed on, in the task's dtype), `prompt.md`
 (what an LLM is told) and `seeds/` (one plain, correct kernel per target and ABI).
 
+An optional `torch_abi` block in task.yaml says how the torch ABI calls a kernel, as robust-kbench's harness
+calls its extensions (`kevolve/task/torch_call.py` documents the format): the arguments in order — inputs,
+scalars as Python numbers, sizes, named tuples of sizes (`dims`, e.g. LayerNorm's `normalized_shape`),
+literals, tuples — and each tensor's `view` (LayerNorm's x as [B, *normalized_shape]; `[]`, a 0-dim tensor,
+for a scalar loss's upstream gradient). A configuration of a shape set may give its own value of a dims
+tuple next to its sizes (`{B: 16, N: 4194304, normalized_shape: [64, 256, 256]}`; `Case.dims`); the C ABI's
+flattened sizes stay the same. Without the block the torch ABI passes the inputs in the task's shapes.
+
 Guarantees: a task that loads is complete — every shape expression evaluates on every configuration,
 every input has an initialiser for every init set, every seed file named exists, every scalar value a
 configuration sets has its declared type — and a malformed one raises `TaskError` naming the file and the
-field. A configuration's scalar values (`Case.scalars`: its own, else the defaults) are what its kernel,
+field; every torch_abi view holds exactly its tensor's elements on every configuration, and no two
+configurations of a shape set share an id. A configuration's scalar values (`Case.scalars`: its own, else the defaults) are what its kernel,
 reference and baselines get. Inputs are a pure function of (task, configuration, variant, device type):
 the evaluator and its worker process draw identical tensors independently.
 Not guaranteed: that `reference` is right; tests compare it with torch where torch has the operation.
@@ -24,11 +33,14 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import yaml
 
 from kevolve import ROOT
+
+if TYPE_CHECKING:
+    from kevolve.task.torch_call import TorchCall
 
 TASKS_DIR = ROOT / "tasks"
 TARGETS = ("cpu", "cuda")
@@ -108,6 +120,7 @@ class Case:
     heldout: bool = False
     scalars: tuple[tuple[str, float | int], ...] = ()
     custom: tuple[str, ...] = ()
+    dims: tuple[tuple[str, tuple[int, ...]], ...] = ()   # the torch ABI's dims tuples this configuration sets
 
     @property
     def size_dict(self) -> dict[str, int]:
@@ -147,6 +160,7 @@ class Task:
     seeds: dict[str, tuple[str, ...]]    # "cpu" / "cuda" / "torch-cuda" / "torch-cpu" -> files in seeds/, plain one first
     reference: Callable[..., Any] = field(repr=False, compare=False)
     baseline: Callable[..., Any] = field(repr=False, compare=False)
+    torch_call: "TorchCall | None" = None   # how the torch ABI calls the kernel (torch_call.py); None: as before
 
     @property
     def ref(self) -> str:
@@ -308,7 +322,9 @@ def _parse(raw: dict, folder: Path) -> Task:
     clash = sorted({s.name for s in scalars} & {*sizes, "label"})
     if clash:
         raise TaskError(f"scalar {', '.join(clash)}: a scalar's name must differ from every size and from 'label'")
-    shape_sets = {name: _configs(spec, sizes, init_sets, scalars) for name, spec in raw["shapes"].items()}
+    declared = raw.get("torch_abi")
+    dim_names = tuple(declared.get("dims") or ()) if isinstance(declared, dict) else ()
+    shape_sets = {name: _configs(spec, sizes, init_sets, scalars, dim_names) for name, spec in raw["shapes"].items()}
     ref = _load_module(folder / "reference.py")
     seeds = {k: tuple([v] if isinstance(v, str) else v) for k, v in raw.get("seeds", {}).items()}
     for key, fnames in seeds.items():
@@ -321,12 +337,16 @@ def _parse(raw: dict, folder: Path) -> Task:
                 floor_flops=str(raw["floor_flops"]) if raw.get("floor_flops") is not None else None,
                 atol=float(raw["tolerance"]["atol"]), rtol=float(raw["tolerance"]["rtol"]),
                 init_sets=init_sets, shape_sets=shape_sets, dir=folder, seeds=seeds,
-                reference=ref.reference, baseline=getattr(ref, "baseline", ref.reference))
+                reference=ref.reference, baseline=getattr(ref, "baseline", ref.reference),
+                torch_call=_torch_call(raw, inputs, outputs, scalars, sizes))
     for configs in shape_sets.values():          # every expression must evaluate on every configuration
         for c in configs:
             for spec in inputs + outputs:
                 task.shape(spec, c.size_dict)
             task.workspace(c.size_dict), task.floor(c.size_dict), task.flops(c.size_dict)
+    if task.torch_call is not None:
+        from kevolve.task import torch_call
+        torch_call.check(task.torch_call, task)
     return task
 
 
@@ -350,8 +370,16 @@ def _scalar_value(spec: ScalarSpec, value: Any, where: str) -> float | int:
     return float(value)
 
 
+def _torch_call(raw: dict, inputs, outputs, scalars, sizes) -> "TorchCall | None":
+    if "torch_abi" not in raw:
+        return None
+    from kevolve.task import torch_call
+    return torch_call.parse(raw["torch_abi"], [s.name for s in inputs], [s.name for s in outputs],
+                            [s.name for s in scalars], list(sizes))
+
+
 def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...],
-             scalars: tuple[ScalarSpec, ...]) -> tuple[Case, ...]:
+             scalars: tuple[ScalarSpec, ...], dim_names: tuple[str, ...] = ()) -> tuple[Case, ...]:
     inits = tuple(spec.get("inits", init_sets))
     seeds = tuple(spec.get("seeds", [0]))
     for i in inits:
@@ -362,23 +390,30 @@ def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...],
         for c in spec.get(key, []):
             c = dict(c)
             label = str(c.pop("label", ""))
-            values = _config_scalars(c, sizes, scalars)
+            dims = tuple((n, tuple(c.pop(n))) for n in dim_names if n in c)   # the torch ABI's shapes (torch_call)
+            values = _config_scalars(c, sizes, scalars, dim_names)
             custom = tuple(s.name for s in scalars if values[s.name] != s.value)
             for init in inits:
                 for seed in seeds:
                     out.append(Case(tuple((s, int(c[s])) for s in sizes), init, int(seed), label, heldout,
-                                    tuple(values.items()), custom))
+                                    tuple(values.items()), custom, dims))
     if not out:
         raise TaskError("a shape set has no configurations")
+    ids = [c.id for c in out]
+    if len(set(ids)) < len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise TaskError(f"configurations share an id ({', '.join(twice[:3])}): give them distinct labels")
     return tuple(out)
 
 
-def _config_scalars(c: dict, sizes: tuple[str, ...], scalars: tuple[ScalarSpec, ...]) -> dict[str, float | int]:
+def _config_scalars(c: dict, sizes: tuple[str, ...], scalars: tuple[ScalarSpec, ...],
+                    dim_names: tuple[str, ...] = ()) -> dict[str, float | int]:
     """A configuration's scalar values (the defaults where it sets none); its keys checked first."""
     unknown = sorted(set(c) - set(sizes) - {s.name for s in scalars})
     if unknown:
+        dims = f", torch_abi dims: {list(dim_names)}" if dim_names else ""
         raise TaskError(f"configuration {c}: unknown key {', '.join(map(repr, unknown))} (sizes: {list(sizes)}, "
-                        f"scalars: {[s.name for s in scalars]}, and label)")
+                        f"scalars: {[s.name for s in scalars]}{dims}, and label)")
     missing = [s for s in sizes if s not in c]
     if missing:
         raise TaskError(f"configuration {c}: sizes must be exactly {list(sizes)} (missing {missing})")

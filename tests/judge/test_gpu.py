@@ -182,6 +182,24 @@ def test_torch_extension_unwritten_output_is_nan(layernorm, torch_cuda_home):
     assert "NaN" in ev.failure and "not written" in ev.failure, ev.failure
 
 
+TORCH_TIMED = Options(target="cuda", abi="torch", shapes="small", baselines=("eager",), reps=20, budget_s=0.2,
+                      timeout=120)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in list_tasks() if "torch-cuda" in load_task(n).seeds])
+def test_torch_abi_seed_is_correct_on_every_timed_call(name, torch_cuda_home):
+    """robust-kbench's arguments (0-dim gradients, normalized_shape, 4-D views) reach the seed on every call;
+    what a timed call returns (on replay, tensors of the CUDA graph's pool) reaches the checked buffers after
+    the round, outside the timed interval."""
+    t = load_task(name)
+    ev = evaluate(t, t.seed_path("cuda", "torch").read_text(), TORCH_TIMED)
+    assert ev.correct, ev.failure
+    timed = [m for m in ev.measurements if m.kernel is not None]
+    assert timed and all(m.checked_calls > 0 for m in timed)
+    assert all(m.clock.get("kernel") == "graph" for m in timed), [m.clock for m in timed]
+
+
 # (e) a kernel that never finishes on the GPU ------------------------------------------------------------
 def test_gpu_hang_is_a_timeout_then_the_next_evaluation_is_normal(layernorm):
     ev = evaluate(layernorm, kernel("hang.cu"), Options(**{**CHECK.__dict__, "timeout": 20}))

@@ -56,7 +56,9 @@ static void check_input(const torch::Tensor& t, const char* name, c10::ScalarTyp
     TORCH_CHECK(t.scalar_type() == dtype, name, " has the wrong dtype");
 }
 
+// robust-kbench's arguments: the mean loss's upstream gradient is a 0-dim tensor.
 torch::Tensor backward(torch::Tensor grad_out, torch::Tensor logits, torch::Tensor target) {
+    TORCH_CHECK(grad_out.dim() == 0, "grad_out must be 0-dim (the gradient of a scalar loss)");
     check_input(grad_out, "grad_out", torch::kFloat32);
     check_input(logits, "logits", torch::kFloat32);
     check_input(target, "target", torch::kInt64);

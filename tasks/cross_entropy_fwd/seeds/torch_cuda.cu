@@ -64,7 +64,7 @@ torch::Tensor forward(torch::Tensor logits, torch::Tensor target) {
     check_input(target, "target", torch::kInt64);
     logits = logits.contiguous(); target = target.contiguous();
     const int64_t B = logits.size(0), C = logits.size(1);
-    auto loss = torch::empty({1}, logits.options());
+    auto loss = torch::empty({}, logits.options());          // a 0-dim tensor, as F.cross_entropy returns
     TORCH_CHECK(B > 0 && C > 0, "empty logits");
     auto stream = c10::cuda::getCurrentCUDAStream();
     auto row_loss = torch::empty({B}, logits.options().dtype(torch::kFloat64));

@@ -87,8 +87,10 @@ static void check_input(const torch::Tensor& t, const char* name, c10::ScalarTyp
 }
 
 // grad_weight/grad_bias: rows split into G groups so that small N still fills the GPU (see cuda.cu).
+// robust-kbench's arguments: x and grad_out as [B, *normalized_shape], weight and bias as normalized_shape.
 std::vector<torch::Tensor> backward(torch::Tensor grad_out, torch::Tensor x, torch::Tensor weight,
-                                    torch::Tensor bias, double eps) {
+                                    torch::Tensor bias, double eps, std::vector<int64_t> normalized_shape) {
+    TORCH_CHECK(weight.sizes() == c10::IntArrayRef(normalized_shape), "weight must have the normalized shape");
     check_input(grad_out, "grad_out", torch::kFloat32);
     check_input(x, "x", torch::kFloat32);
     check_input(weight, "weight", torch::kFloat32);
