@@ -2,7 +2,8 @@
 
 The package follows the flow of one candidate and the three processes it passes through:
 
-- `task/`       what a task is: the folder format, its signature and shape sets (`spec`), the kernel ABIs (`abi`).
+- `task/`       what a task is: the folder format, its signature and shape sets (`spec`), the kernel ABIs (`abi`),
+                task filters, KernelBench import; `python -m kevolve.tasks`.
 - `operators/`  text in, source out: knob mutation today (`knobs`, `knob`), the LLM operators next.
 - `judge/`      source in, verdict out: static rules, builds, the worker process and its protocol, checks,
                 the clock, output exchange, the evaluator's reuse caches, results; `python -m kevolve.evaluate`.

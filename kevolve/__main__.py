@@ -1,5 +1,7 @@
 """`python -m kevolve task=layernorm_bwd [group=option ...] [key=value ...]` — one search; `-m` sweeps.
 
+`task=` takes any folder of tasks/ by name, or a task folder's path (then it means `task.name=PATH`).
+
 Hydra composes `conf/config.yaml`; `kevolve.config.from_hydra` checks it against the typed schema (a bad
 value stops here, naming the field); `kevolve.search.run` does the rest. Prints a live progress line on
 stderr, then the summary table, and as the last line of stdout one JSON object.
@@ -50,8 +52,22 @@ def main(cfg: DictConfig) -> int:
     return 0
 
 
+def task_paths(argv: list[str]) -> list[str]:
+    """`task=PATH` (a task folder anywhere) becomes `task.name=PATH`: Hydra's option names cannot be paths, and
+    the `task` group's options are the folders of tasks/ (kevolve.config.register_tasks)."""
+    from kevolve.task.spec import list_tasks
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if key == "task" and sep and value not in list_tasks() and (Path(value) / "task.yaml").is_file():
+            arg = f"task.name={value}"
+        out.append(arg)
+    return out
+
+
 def cli() -> None:
     """Hydra reports its own override errors with status 1; they are usage errors, so they exit with 2."""
+    sys.argv[1:] = task_paths(sys.argv[1:])
     try:
         main()
     except SystemExit as e:

@@ -4,6 +4,10 @@
 `DictConfig`; `from_hydra(cfg)` merges it onto these dataclasses (OmegaConf checks types and unknown keys)
 and `validate` checks ranges and choices. Any bad value fails at start with `ConfigError` naming the field,
 what it got and what it accepts — before Ray starts or anything is built.
+
+Tasks are data: the `task` group has one option per folder of tasks/ (`register_tasks`, run on import), so a new
+task folder needs no file under conf/task/; a task folder elsewhere is `task.name=<path>` (or `task=<path>`,
+which `kevolve.__main__` rewrites to it).
 """
 from __future__ import annotations
 
@@ -31,6 +35,22 @@ OmegaConf.register_new_resolver("basename", lambda p: Path(str(p)).name, replace
 class TaskConfig:
     name: str = "layernorm_bwd"          # a folder of tasks/, or the path of a task folder of your own
     shapes: Optional[str] = None         # shape set; None: bench on cuda, small on cpu
+
+
+def register_tasks() -> None:
+    """Makes `task=<name>` an option of Hydra's `task` group for every folder of tasks/ ({name, shapes: null}),
+    unless conf/task/<name>.yaml exists (that file is the option then). Idempotent."""
+    from hydra.core.config_store import ConfigStore
+
+    from kevolve import ROOT
+    from kevolve.task.spec import list_tasks
+    store = ConfigStore.instance()
+    for name in list_tasks():
+        if not (ROOT / "conf" / "task" / f"{name}.yaml").exists():
+            store.store(group="task", name=name, node=TaskConfig(name=name))
+
+
+register_tasks()
 
 
 OPERATORS = ("knob", "translate", "optimize", "crossover", "repair", "meta", "red_team")

@@ -20,6 +20,9 @@ GROUPS = ("task", "search", "resources", "llm", "logger", "experiment")
 
 
 def options(group: str) -> list[str]:
+    """A group's options: its conf/ files; the `task` group's are the folders of tasks/ (kevolve.config.register_tasks)."""
+    if group == "task":
+        return list_tasks()
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
@@ -34,7 +37,7 @@ def load(*overrides: str) -> Config:
 
 def test_every_group_has_options():
     for group in GROUPS:
-        assert options(group), f"conf/{group}/ holds no option"
+        assert options(group), f"no option for group {group}"
 
 
 def test_defaults_compose_and_validate():
@@ -59,13 +62,34 @@ def test_every_option_validates_with_every_task(task, group, option):
     assert c.task.name == task
 
 
-def test_conf_task_options_and_task_folders_match():
-    """`task=NAME` works for every task of tasks/ (but private ones, `_name`), and every conf/task option names
-    a real task."""
-    assert set(options("task")) <= set(list_tasks())
-    assert {t for t in list_tasks() if not t.startswith("_")} <= set(options("task"))
-    for name in options("task"):
+def test_every_task_folder_is_a_task_option_without_a_conf_file():
+    """Tasks are data: `task=NAME` composes for every folder of tasks/, and conf/task/ needs no file for it."""
+    assert not list((CONF / "task").glob("*.yaml")), "conf/task/*.yaml are not needed: tasks/ folders are the options"
+    for name in list_tasks():
         assert (TASKS_DIR / name / "task.yaml").is_file()
+        assert load(f"task={name}").task.name == name
+
+
+def test_a_task_option_composes_with_shapes_and_multirun_style_overrides():
+    c = load("task=rmsnorm_fwd", "task.shapes=small")
+    assert (c.task.name, c.task.shapes) == ("rmsnorm_fwd", "small")
+    for name in list_tasks()[:2]:          # a sweep `-m task=a,b` composes each job with `task=<one of them>`
+        assert load(f"task={name}", "search.seed=3").task.name == name
+
+
+def test_task_may_be_a_folder_path_at_the_entry_point():
+    from kevolve.__main__ import task_paths
+    folder = str(ROOT / "tests" / "search_task")
+    assert task_paths([f"task={folder}", "search.seed=1"]) == [f"task.name={folder}", "search.seed=1"]
+    assert task_paths(["task=layernorm_fwd", "task=a,b", "task=/no/such/folder"]) == \
+        ["task=layernorm_fwd", "task=a,b", "task=/no/such/folder"]
+
+
+def test_cli_composes_a_task_given_by_its_path(tmp_path):
+    folder = ROOT / "tests" / "search_task"
+    out = _kevolve(tmp_path, "--cfg", "job", f"task={folder}")
+    assert out.returncode == 0, out.stderr
+    assert f"name: {folder}" in out.stdout
 
 
 def test_experiment_overlays_take_effect():

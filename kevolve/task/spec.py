@@ -3,7 +3,9 @@
 A task folder holds `task.yaml` (signature, shape sets, initialisations, tolerance, memory floor and, for
 GEMM and convolution tasks, a FLOP floor `floor_flops`),
 `reference.py` (`reference` — the function a kernel must compute, evaluated in float64 — and
-`baseline` — what torch eager and torch.compile are timed on, in the task's dtype), `prompt.md`
+`baseline` — what torch eager and torch.compile are timed on, in the task's dtype; inputs initialised
+`drawn` come from its `draw_inputs(seed, device, **sizes, **scalars)`, e.g. an imported KernelBench
+problem's own `get_inputs()` and parameters), `prompt.md`
 (what an LLM is told) and `seeds/` (one plain, correct kernel per target and ABI).
 
 An optional `torch_abi` block in task.yaml says how the torch ABI calls a kernel, as robust-kbench's harness
@@ -161,6 +163,7 @@ class Task:
     reference: Callable[..., Any] = field(repr=False, compare=False)
     baseline: Callable[..., Any] = field(repr=False, compare=False)
     torch_call: "TorchCall | None" = None   # how the torch ABI calls the kernel (torch_call.py); None: as before
+    draw: Callable[..., dict] | None = field(default=None, repr=False, compare=False)   # reference.draw_inputs
 
     @property
     def ref(self) -> str:
@@ -210,8 +213,14 @@ class Task:
         """Draws the inputs of `config` on `device`; `variant` gives new contents for the same shapes."""
         import torch
         sizes = config.size_dict
-        out = {}
+        out, drawn = {}, None
         for i, spec in enumerate(self.inputs):
+            if spec.init[config.init] == "drawn":      # all such inputs from one draw_inputs call
+                if drawn is None:
+                    seed = (config.seed * 1_000_003 + variant * 7919) % (2**63)
+                    drawn = self.draw(seed, device, **sizes, **self.scalar_values(config))
+                out[spec.name] = _checked_draw(spec, drawn, self.shape(spec, sizes))
+                continue
             gen_device = "cuda" if str(device).startswith("cuda") else "cpu"
             g = torch.Generator(device=gen_device)
             g.manual_seed((config.seed * 1_000_003 + variant * 7919 + i * 104_729) % (2**63))
@@ -234,6 +243,14 @@ class Task:
         return [inputs[s.name] for s in self.inputs], {**case.size_dict, **self.scalar_values(case)}
 
 
+def _checked_draw(spec: TensorSpec, drawn: dict, shape: tuple[int, ...]):
+    t = drawn.get(spec.name)
+    if t is None or tuple(t.shape) != shape or str(t.dtype) != f"torch.{spec.dtype}":
+        got = "nothing" if t is None else f"{tuple(t.shape)} {t.dtype}"
+        raise TaskError(f"draw_inputs gave input {spec.name} {got}; the task says {shape} {spec.dtype}")
+    return t
+
+
 def _as_list(result) -> list:
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
@@ -243,7 +260,7 @@ def show_scalar(value: float | int) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-_INIT = re.compile(r"^(normal|uniform|ones|zeros|const|randint|kaiming_uniform|xavier_normal)(?:\((.*)\))?$")
+_INIT = re.compile(r"^(normal|uniform|ones|zeros|const|randint|kaiming_uniform|xavier_normal)(?:\((.*)\))?$|^drawn$")
 
 
 def _draw(init: str, shape: tuple[int, ...], dtype: str, sizes: dict[str, int], g, device):
@@ -338,7 +355,11 @@ def _parse(raw: dict, folder: Path) -> Task:
                 atol=float(raw["tolerance"]["atol"]), rtol=float(raw["tolerance"]["rtol"]),
                 init_sets=init_sets, shape_sets=shape_sets, dir=folder, seeds=seeds,
                 reference=ref.reference, baseline=getattr(ref, "baseline", ref.reference),
-                torch_call=_torch_call(raw, inputs, outputs, scalars, sizes))
+                torch_call=_torch_call(raw, inputs, outputs, scalars, sizes),
+                draw=getattr(ref, "draw_inputs", None))
+    if task.draw is None and any("drawn" in s.init.values() for s in inputs):
+        raise TaskError("an input is initialised `drawn` but reference.py defines no "
+                        "draw_inputs(seed, device, **sizes, **scalars)")
     for configs in shape_sets.values():          # every expression must evaluate on every configuration
         for c in configs:
             for spec in inputs + outputs:

@@ -63,10 +63,10 @@ def call(t: Task, kernel: TorchKernel) -> float:
     c = t.configs("small")[0]
     sizes, inputs = c.size_dict, t.make_inputs(c, "cpu")
     outputs = {s.name: torch.full(t.shape(s, sizes), float("nan")) for s in t.outputs}
-    kernel(inputs, outputs, sizes, torch.empty(0), case=c)
+    kernel(inputs, outputs, sizes, torch.empty(0), scalars=t.scalar_values(c), case=c)
     up = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
     worst = 0.0
-    for s, ref in zip(t.outputs, t.call_reference(up, sizes)):
+    for s, ref in zip(t.outputs, t.call_reference(up, c)):
         out = outputs[s.name].double()
         worst = max(worst, float(((out - ref).abs() / (t.atol + t.rtol * ref.abs())).max()))
     return worst

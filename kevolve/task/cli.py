@@ -1,0 +1,156 @@
+"""`python -m kevolve.tasks list | check | import`: what tasks there are, whether each is a fair test, new ones.
+
+  list                       every task of tasks/: direction, sizes, shape sets (configurations, held out, inits,
+                             seeds), the memory floor (and the FLOP floor where floor_flops is set) over the bench
+                             set, seed kernels per target.
+  check [NAME|PATH …]        runs the task filters (`kevolve.task.filters`) and prints task × filter, pass or FAIL,
+      [--shapes small|bench]   then why each FAIL failed (`-v`: every filter's detail). Default: every task of
+      [--device cpu|cuda]      tasks/, on the CPU's `small` set (cuda: `bench`). Exit 1 when a task fails a filter.
+      [--filters a,b] [--variants N] [--max-shapes K]
+  import PATH … [--out DIR]  imports KernelBench problem files as task folders (`kevolve.task.kernelbench`);
+      [--name NAME] [--atol X] [--rtol X]   prints each folder, or why a file was refused (then exit 1).
+
+The command lives here, beside the task code; `kevolve/tasks.py` only makes `python -m kevolve.tasks` run it (as
+`kevolve/evaluate.py` does for the judge). `tasks/` at the top of the checkout is data: task folders, no code.
+Exit status: 0 done and everything passed, 1 a filter failed or a file was refused, 2 bad usage.
+Not guaranteed: `check` on the CPU says nothing about TF32 or other GPU numerics (run it with --device cuda there).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kevolve.task.spec import Task, TaskError, list_tasks, load_task
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):                     # usage errors exit 2 (argparse's own default, made explicit)
+        self.print_usage(sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def parser() -> argparse.ArgumentParser:
+    from kevolve.task.filters import FILTERS, VARIANTS
+    p = _Parser(prog="python -m kevolve.tasks", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("list", help="every task with its sizes, shape sets, floors and seeds")
+    c = sub.add_parser("check", help="run the task filters")
+    c.add_argument("tasks", nargs="*", metavar="NAME|PATH", help="default: every task of tasks/")
+    c.add_argument("--shapes", default=None, help="shape set (default: small on cpu, bench on cuda)")
+    c.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    c.add_argument("--filters", default=",".join(FILTERS), help=f"comma-separated subset of {','.join(FILTERS)}")
+    c.add_argument("--variants", type=int, default=VARIANTS, help="input variants per configuration (>= 2)")
+    c.add_argument("--max-shapes", type=int, default=None, help="only the K cheapest shapes of the set")
+    c.add_argument("-v", "--verbose", action="store_true", help="every filter's detail, not only failures'")
+    i = sub.add_parser("import", help="import KernelBench problem files as task folders")
+    i.add_argument("paths", nargs="+", metavar="PATH")
+    i.add_argument("--out", default=None, help="where the task folders go (default: tasks/)")
+    i.add_argument("--name", default=None, help="the task's name (one PATH only; default kb_[l<level>_]<stem>)")
+    i.add_argument("--atol", type=float, default=1e-4)
+    i.add_argument("--rtol", type=float, default=1e-4)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    return {"list": list_command, "check": check_command, "import": import_command}[args.command](args)
+
+
+# ---------------------------------------------------------------- list
+def list_command(args) -> int:
+    from kevolve.report.tables import table
+    rows = [_row(load_task(name)) for name in list_tasks()]
+    print(table(rows, ["task", "direction", "sizes", "bench", "small", "floor (bench)", "FLOPs (bench)", "seeds"]))
+    print("shape sets: configurations + held out, x init sets x seeds = cases")
+    return 0
+
+
+def _row(t: Task) -> list[str]:
+    bench = t.configs("bench") if "bench" in t.shape_sets else ()
+    floors = [t.floor(c.size_dict) for c in bench]
+    flops = [t.flops(c.size_dict) for c in bench] if t.floor_flops else []
+    seeds = ", ".join(f"{k} {len(v)}" for k, v in sorted(t.seeds.items())) or "none"
+    return [t.name, t.direction, ",".join(t.sizes), _set(t, "bench"), _set(t, "small"),
+            _span(floors, "B"), _span(flops, "FLOP") if flops else "-", seeds]
+
+
+def _set(t: Task, name: str) -> str:
+    if name not in t.shape_sets:
+        return "-"
+    cases = t.shape_sets[name]
+    shapes = {(c.sizes, c.label, c.heldout) for c in cases}
+    held = sum(1 for s in shapes if s[2])
+    inits, seeds = {c.init for c in cases}, {c.seed for c in cases}
+    return f"{len(shapes) - held}+{held} x{len(inits)} x{len(seeds)} = {len(cases)}"
+
+
+def _span(values: list[int], unit: str) -> str:
+    if not values:
+        return "-"
+    lo, hi = _si(min(values), unit), _si(max(values), unit)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _si(n: float, unit: str) -> str:
+    for prefix in ("", "K", "M", "G", "T"):
+        if abs(n) < 1000:
+            return f"{n:.3g}{prefix}{unit}" if prefix else f"{int(n)}{unit}"
+        n /= 1000
+    return f"{n:.3g}P{unit}"
+
+
+# ---------------------------------------------------------------- check
+def check_command(args) -> int:
+    from kevolve.report.tables import table
+    from kevolve.task import filters
+    chosen = tuple(f for f in args.filters.split(",") if f)
+    shapes = args.shapes or ("bench" if args.device == "cuda" else "small")
+    try:
+        if set(chosen) - set(filters.FILTERS) or not chosen:
+            raise ValueError(f"--filters must be a comma-separated subset of {','.join(filters.FILTERS)}")
+        if args.variants < 2 or (args.max_shapes is not None and args.max_shapes < 1):
+            raise ValueError("--variants must be at least 2 and --max-shapes at least 1")
+        tasks = [load_task(n) for n in (args.tasks or list_tasks())]
+        for t in tasks:
+            t.configs(shapes)
+        if args.device == "cuda":
+            _need_cuda()
+    except (TaskError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    results = {}
+    for t in tasks:
+        results[t.name] = filters.run(t, shapes, args.device, chosen, args.variants, args.max_shapes)
+        print(f"{t.name}: {sum(r.passed for r in results[t.name])}/{len(chosen)} passed", file=sys.stderr, flush=True)
+    rows = [[name] + ["pass" if r.passed else "FAIL" for r in rs] for name, rs in results.items()]
+    print(table(rows, ["task", *chosen]))
+    for name, rs in results.items():
+        for r in rs:
+            if args.verbose or not r.passed:
+                print(f"{name} {r.name}: {'pass' if r.passed else 'FAIL'}: {r.detail}")
+    return 0 if all(r.passed for rs in results.values() for r in rs) else 1
+
+
+def _need_cuda() -> None:
+    import torch
+    if not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is visible here (run check on the GPU machine)")
+
+
+# ---------------------------------------------------------------- import
+def import_command(args) -> int:
+    from kevolve.task.kernelbench_folder import import_file
+    from kevolve.task.problem import ProblemError
+    if args.name and len(args.paths) > 1:
+        print("error: --name names one task: give one PATH with it", file=sys.stderr)
+        return 2
+    refused = 0
+    for path in args.paths:
+        try:
+            folder = import_file(path, args.out, args.name, args.atol, args.rtol)
+            print(f"{path} -> {folder}")
+        except (ProblemError, TaskError) as e:
+            refused += 1
+            print(f"{path}: refused: {e}", file=sys.stderr)
+    return 1 if refused else 0

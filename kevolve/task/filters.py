@@ -1,0 +1,268 @@
+"""Task filters: is a task a fair test? The robust-kbench paper's filters, run on one of a task's shape sets.
+
+robust-kbench (`robust_kbench/filter/forward.py`, `run_filter.py`) draws 5 seeds of inputs at a task's first
+configuration and drops the task when every output lies in (-0.01, 0.01) (`output_range`), when every output
+element's standard deviation across seeds is below 0.01 (`output_std`), when along some axis of the stacked
+outputs every standard deviation is below 0.01 (`output_axes`), when new inputs under fixed weights leave every
+deviation below 0.01 (`input_impact`), or when new weights do (`init_impact`, written but switched off there).
+Here each runs on every configuration (shape × init set, the set's first seed) of a shape set, through the
+task's float64 reference, and the paper's absolute 0.01 becomes the task's own tolerance (atol + rtol·|expected|,
+what the harness accepts): "nearly constant" means a kernel that ignores the variation is judged correct.
+- output_std:   on some configuration, the first input variant's outputs pass for every other variant
+                (a kernel could return a memorised answer);
+- output_range: on some configuration, zeros pass for every variant (a kernel could write nothing but zeros);
+- output_axes:  on some configuration, an output equals its first slice along an axis of length > 1, within the
+                tolerance, for every variant (one slice, copied, passes);
+- input_impact: on some shape, redrawing one input alone (each other variant's values in turn) changes no output
+                beyond the tolerance under any init set (a kernel could ignore it); task.yaml's
+                `unused_inputs: {name: why}` names the accepted ones;
+- init_impact:  on some shape, every init set gives the same outputs within the tolerance (the initialisation
+                changes nothing); pairs that agree are named (LayerNorm's offset inputs do, by design: other
+                data, the same answer, a test of a kernel's numerics); passes with one init set;
+- eager:        torch's own result (`baseline`, in the task's dtype) passes the tolerance on every configuration;
+- compile:      so does torch.compile's (compiled per shape as the worker compiles it, dynamic=False).
+Integer outputs compare exactly; where the reference is NaN or Inf any value passes, as in the harness.
+Guarantees: each filter returns a frozen `FilterResult(name, passed, detail)`; the detail names the worst
+configuration and the margin (×tolerance). Not guaranteed: that a task that passes is interesting, or that a
+configuration left out by `max_shapes` would pass; the paper's LLM redundancy check is not run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import yaml
+
+from kevolve.task.spec import Case, Task
+
+FILTERS = ("output_std", "output_range", "output_axes", "input_impact", "init_impact", "eager", "compile")
+VARIANTS = 3
+
+
+@dataclass(frozen=True)
+class FilterResult:
+    name: str
+    passed: bool
+    detail: str
+
+
+class Runs:
+    """The configurations a filter run looks at, their inputs and float64 reference outputs, cached."""
+
+    def __init__(self, task: Task, shapes: str, device: str, variants: int, max_shapes: int | None):
+        self.task, self.device, self.variants = task, device, variants
+        configs = task.configs(shapes)
+        first = configs[0].seed
+        self.cases = [c for c in configs if c.seed == first]
+        if max_shapes is not None:                       # the cheapest shapes, by their memory floor
+            keep = sorted({c.sizes for c in self.cases}, key=lambda s: task.floor(dict(s)))[:max_shapes]
+            self.cases = [c for c in self.cases if c.sizes in keep]
+        self._inputs: dict = {}
+        self._outputs: dict = {}
+
+    def shapes(self) -> dict[tuple, list[Case]]:
+        out: dict[tuple, list[Case]] = {}
+        for c in self.cases:
+            out.setdefault(c.sizes, []).append(c)
+        return out
+
+    def inputs(self, case: Case, variant: int) -> dict:
+        key = (case.id, variant)
+        if key not in self._inputs:
+            self._inputs[key] = self.task.make_inputs(case, self.device, variant)
+        return self._inputs[key]
+
+    def outputs(self, case: Case, variant: int) -> list:
+        key = (case.id, variant)
+        if key not in self._outputs:
+            self._outputs[key] = self.reference(case, self.inputs(case, variant))
+        return self._outputs[key]
+
+    def reference(self, case: Case, inputs: dict) -> list:
+        up = {n: t.double() if t.is_floating_point() else t for n, t in inputs.items()}
+        return self._shaped(case, self.task.call_reference(up, case))
+
+    def _shaped(self, case: Case, outs: list) -> list:
+        return [o.reshape(self.task.shape(s, case.size_dict)) for s, o in zip(self.task.outputs, outs)]
+
+
+def run(task: Task, shapes: str = "small", device: str = "cpu", filters: tuple[str, ...] = FILTERS,
+        variants: int = VARIANTS, max_shapes: int | None = None) -> tuple[FilterResult, ...]:
+    """Runs `filters` on `task`'s shape set `shapes` on `device` (at most `max_shapes` shapes, the cheapest)."""
+    unknown = set(filters) - set(FILTERS)
+    if unknown:
+        raise ValueError(f"unknown filters {sorted(unknown)}; known: {', '.join(FILTERS)}")
+    if variants < 2:
+        raise ValueError(f"variants must be at least 2 (got {variants}): a filter compares input variants")
+    runs = Runs(task, shapes, device, variants, max_shapes)
+    return tuple(IMPLEMENTATIONS[f](runs) for f in filters)
+
+
+# ---------------------------------------------------------------- the comparison the harness makes
+def ratio(got, expected, task: Task) -> float:
+    """max |got - expected| / (atol + rtol |expected|) (≤ 1: the harness accepts `got`); integers exactly (0 or
+    inf); where `expected` is not finite any value passes; NaN or Inf in `got` where it is finite: inf."""
+    import torch
+    if not expected.is_floating_point():
+        return 0.0 if torch.equal(got.to(expected.dtype), expected) else float("inf")
+    got, expected = got.double(), expected.double()
+    finite = torch.isfinite(expected)
+    err = (got - expected).abs() / (task.atol + task.rtol * expected.abs())
+    err = torch.where(finite, err.nan_to_num(nan=float("inf")), torch.zeros_like(err))
+    return float(err.max()) if err.numel() else 0.0
+
+
+def _verdict(name: str, findings: list[str], margin: float | None, what: str) -> FilterResult:
+    if findings:
+        more = f"; and {len(findings) - 3} more" if len(findings) > 3 else ""
+        return FilterResult(name, False, "; ".join(findings[:3]) + more)
+    return FilterResult(name, True, what if margin is None else f"{what} (margin {margin:.3g}x tolerance)")
+
+
+# ---------------------------------------------------------------- the filters
+def output_std(runs: Runs) -> FilterResult:
+    findings, least = [], float("inf")
+    for case in runs.cases:
+        first = runs.outputs(case, 0)
+        for j, spec in enumerate(runs.task.outputs):
+            r = max(ratio(first[j], runs.outputs(case, v)[j], runs.task) for v in range(1, runs.variants))
+            least = min(least, r)
+            if r <= 1:
+                findings.append(f"{spec.name} at {case.id}: one answer passes all {runs.variants} input variants "
+                                f"(they differ by at most {r:.3g}x tolerance)")
+    return _verdict("output_std", findings, least, f"outputs change with the inputs on all {len(runs.cases)} configurations")
+
+
+def output_range(runs: Runs) -> FilterResult:
+    import torch
+    findings, least = [], float("inf")
+    for case in runs.cases:
+        for j, spec in enumerate(runs.task.outputs):
+            r = max(ratio(torch.zeros_like(o[j]), o[j], runs.task)
+                    for o in (runs.outputs(case, v) for v in range(runs.variants)))
+            least = min(least, r)
+            if r <= 1:
+                findings.append(f"{spec.name} at {case.id}: zeros pass (outputs at most {r:.3g}x tolerance)")
+    return _verdict("output_range", findings, least, "zeros fail every output on every configuration")
+
+
+def output_axes(runs: Runs) -> FilterResult:
+    findings, least = [], float("inf")
+    for case in runs.cases:
+        for j, spec in enumerate(runs.task.outputs):
+            shape = runs.task.shape(spec, case.size_dict)
+            for axis in (a for a, n in enumerate(shape) if n > 1):
+                r = max(ratio(o.narrow(axis, 0, 1).expand_as(o), o, runs.task)
+                        for o in (runs.outputs(case, v)[j] for v in range(runs.variants)))
+                least = min(least, r)
+                if r <= 1:
+                    findings.append(f"{spec.name} at {case.id}: constant along axis {axis} of {list(shape)} "
+                                    f"(within {r:.3g}x tolerance)")
+    return _verdict("output_axes", findings, None if least == float("inf") else least,
+                    "every output varies along every axis longer than 1")
+
+
+def input_impact(runs: Runs) -> FilterResult:
+    task, accepted = runs.task, unused_inputs(runs.task)
+    findings, least = [], float("inf")
+    for spec in task.inputs:
+        if spec.name in accepted:
+            continue
+        for sizes, cases in runs.shapes().items():
+            r = max(_redrawn(runs, case, spec.name) for case in cases)
+            least = min(least, r)
+            if r <= 1:
+                findings.append(f"input {spec.name} at {cases[0].shape_id}: redrawing it changes no output beyond "
+                                f"the tolerance under any init set (at most {r:.3g}x)")
+    what = "every input changes an output on every shape"
+    if accepted:
+        what += " (" + "; ".join(f"{n} accepted as unused: {why}" for n, why in accepted.items()) + ")"
+    return _verdict("input_impact", findings, None if least == float("inf") else least, what)
+
+
+def _redrawn(runs: Runs, case: Case, name: str) -> float:
+    """How far the outputs move (×tolerance) when input `name` alone takes another variant's values (the most
+    over every other variant: one redraw of a few integers can repeat the values)."""
+    base = runs.outputs(case, 0)
+    worst = 0.0
+    for v in range(1, runs.variants):
+        inputs = dict(runs.inputs(case, 0))
+        inputs[name] = runs.inputs(case, v)[name]
+        worst = max(worst, max(ratio(a, b, runs.task) for a, b in zip(base, runs.reference(case, inputs))))
+    return worst
+
+
+def init_impact(runs: Runs) -> FilterResult:
+    if len(runs.task.init_sets) < 2:
+        return FilterResult("init_impact", True, f"one init set ({runs.task.init_sets[0]}): nothing to compare")
+    findings, alike = [], []
+    for sizes, cases in runs.shapes().items():
+        if len(cases) < 2:
+            continue
+        same = [(a.init, b.init) for i, a in enumerate(cases) for b in cases[i + 1:]
+                if max(ratio(x, y, runs.task) for x, y in zip(runs.outputs(a, 0), runs.outputs(b, 0))) <= 1]
+        if len(same) == len(cases) * (len(cases) - 1) // 2:
+            findings.append(f"at {cases[0].shape_id} every init set ({', '.join(c.init for c in cases)}) gives the "
+                            "same outputs within the tolerance")
+        alike += [f"{a}={b} at {cases[0].shape_id}" for a, b in same]
+    what = "the init sets give different outputs on every shape"
+    if alike:              # e.g. LayerNorm's offset inputs: other data, the same answer, a test of the numerics
+        what += f"; pairs with the same outputs (other inputs): {', '.join(sorted(set(alike))[:4])}"
+    return _verdict("init_impact", findings, None, what)
+
+
+def eager_baseline(runs: Runs) -> FilterResult:
+    return _baseline_filter(runs, "eager", lambda case: None)
+
+
+def compiled_baseline(runs: Runs) -> FilterResult:
+    import torch
+    torch._dynamo.config.recompile_limit = 64          # as the worker: one code object, every shape of the set
+    compiled: dict = {}
+
+    def fn(case: Case):
+        sizes, scalars = case.size_dict, runs.task.scalar_values(case)
+        key = (tuple(sizes.items()), tuple(scalars.items()))
+        if key not in compiled:
+            compiled[key] = torch.compile(lambda *ins: runs.task.baseline(*ins, **sizes, **scalars), dynamic=False)
+        return compiled[key]
+    return _baseline_filter(runs, "compile", fn)
+
+
+def _baseline_filter(runs: Runs, name: str, make: Callable) -> FilterResult:
+    task, findings, worst = runs.task, [], (0.0, "")
+    for case in runs.cases:
+        inputs = runs.inputs(case, 0)
+        fn = make(case)
+        try:
+            got = (task.call_baseline(inputs, case) if fn is None
+                   else _listed(fn(*[inputs[s.name] for s in task.inputs])))
+        except Exception as e:                           # the task's own code failing is the finding
+            findings.append(f"{case.id}: {name} fails: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            continue
+        r = max(ratio(g, e, task) for g, e in zip(runs._shaped(case, got), runs.outputs(case, 0)))
+        worst = max(worst, (r, case.id))
+        if r > 1:
+            findings.append(f"{case.id}: {name}'s result is {r:.3g}x the tolerance (atol={task.atol:g}, rtol={task.rtol:g})")
+    what = f"{name} passes the tolerance on every configuration, worst {worst[0]:.3g}x at {worst[1]}"
+    return _verdict(name, findings, None, what)
+
+
+def _listed(x) -> list:
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def unused_inputs(task: Task) -> dict[str, str]:
+    """task.yaml's `unused_inputs: {name: why}`: inputs the operation takes but does not need (input_impact
+    accepts them); a name that is not an input is an error."""
+    raw = yaml.safe_load((task.dir / "task.yaml").read_text()) or {}
+    declared = {str(k): str(v) for k, v in (raw.get("unused_inputs") or {}).items()}
+    wrong = set(declared) - {s.name for s in task.inputs}
+    if wrong:
+        raise ValueError(f"{task.dir / 'task.yaml'}: unused_inputs names {sorted(wrong)}, which are not inputs")
+    return declared
+
+
+IMPLEMENTATIONS: dict[str, Callable[[Runs], FilterResult]] = {
+    "output_std": output_std, "output_range": output_range, "output_axes": output_axes,
+    "input_impact": input_impact, "init_impact": init_impact, "eager": eager_baseline, "compile": compiled_baseline}
