@@ -6,6 +6,19 @@
 #include <cstdint>
 
 constexpr int64_t COLS = 256;  // knob: 64, 256, 1024
+constexpr int64_t LANES = 8;
+
+// x . w in double, in LANES independent partial sums that the compiler turns into vector lanes
+static inline double dot(const float* x, const float* w, int64_t n) {
+    double lane[LANES] = {};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int64_t l = 0; l < LANES; ++l) lane[l] += (double)x[i + l] * w[i + l];
+    double s = 0.0;
+    for (; i < n; ++i) s += (double)x[i] * w[i];
+    for (int64_t l = 0; l < LANES; ++l) s += lane[l];
+    return s;
+}
 
 extern "C" int backward(const float* grad_out, const float* x, const float* weight, const float* bias,
                         float* grad_x, float* grad_weight, float* grad_bias,
@@ -16,9 +29,7 @@ extern "C" int backward(const float* grad_out, const float* x, const float* weig
     for (int64_t b = 0; b < B; ++b) {
         const float* xr = x + b * IN;
         for (int64_t o = 0; o < OUT; ++o) {
-            const float* w = weight + o * IN;
-            double pre = bias[o];
-            for (int64_t i = 0; i < IN; ++i) pre += (double)xr[i] * w[i];
+            const double pre = dot(xr, weight + o * IN, IN) + bias[o];
             g[b * OUT + o] = pre > 0.0 ? grad_out[b * OUT + o] : 0.0f;
         }
     }
