@@ -1,5 +1,6 @@
 """Every seed kernel of every task keeps its contract, on the CPU: it passes the static rules; each task has
-at least two structurally different seeds per target and knobs for the knob-mutation operator to turn;
+at least two structurally different seeds per target and knobs for the knob-mutation operator to turn (the
+mnist_* tasks: one plain seed per target);
 every CPU seed is correct on the whole small set for every value of every knob (the others at their
 defaults), and passes the harness at its defaults; every CUDA seed compiles with nvcc for every knob value
 (`slow`, skipped without nvcc) and computes the right answer under a CPU emulator of CUDA (`slow`).
@@ -33,9 +34,11 @@ from kevolve.judge.options import Options
 from kevolve.task import Case, Task, list_tasks, load_task
 from kevolve.judge.rules import check
 from test_tasks import worst_ratio  # the harness's tolerance test, shared
+import mnist_tables
 
 TASKS = list_tasks()
 KEYS = {"cpu": ("cpu", "c"), "cuda": ("cuda", "c"), "torch-cuda": ("cuda", "torch"), "torch-cpu": ("cpu", "torch")}
+ONE_SEED = mnist_tables.TASKS   # tasks that start from one plain seed per target (robust-kbench's mnist_* tasks)
 PAD = 64                # guard elements on each side of every buffer (a multiple of 4: keeps 16-byte alignment)
 torch.set_num_threads(2)
 
@@ -164,6 +167,9 @@ def test_every_seed_passes_the_static_rules(name, key, fname):
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_each_task_has_two_seeds_per_target_the_plain_one_first_and_knobs(name, target):
     paths = task(name).seed_paths(target)
+    if name in ONE_SEED:                             # one plain seed per target, with or without knobs
+        assert paths[0].name == {"cpu": "cpu.cpp", "cuda": "cuda.cu"}[target]
+        return
     assert len(paths) >= 2, f"{name}: one {target} seed only"
     assert paths[0].name == {"cpu": "cpu.cpp", "cuda": "cuda.cu"}[target]
     assert len({p.read_text() for p in paths}) == len(paths)
@@ -218,6 +224,9 @@ def test_cuda_seed_compiles_for_every_knob_value(v):
 
 # ---------------------------------------------------------------- CUDA seeds under the CPU emulator
 EMULATOR = r'''
+// Built with -fno-gnu-unique: g++ otherwise makes a static inside a template or inline function (a
+// `__shared__` array of a templated kernel) one object for the whole process, shared by every emulated
+// library loaded, so two knob values of one seed would write each other's shared memory.
 #include <cstdint>
 #include <cstddef>
 #include <cmath>
@@ -477,8 +486,8 @@ def emulated_kernel(name: str, src: str, folder: Path, reverse: bool) -> CKernel
     if not lib.exists():
         work = Path(tempfile.mkdtemp(dir=folder))
         (work / "k.cpp").write_text(cpp)
-        proc = subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-w", "-o", str(work / "k.so"),
-                               str(work / "k.cpp")], capture_output=True, text=True)
+        proc = subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-fno-gnu-unique", "-w",
+                               "-o", str(work / "k.so"), str(work / "k.cpp")], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-3000:]
         os.replace(work / "k.so", lib)
         shutil.rmtree(work, ignore_errors=True)
@@ -496,10 +505,10 @@ def emulator_configs(t: Task) -> list[Case]:
             seen.add(c.shape_id)
             configs.append(c)
     configs += [c for c in t.configs("small") if c.init == t.init_sets[-1] and c.seed == 0][:2]
-    if "B" in t.sizes and "N" in t.sizes:
+    if t.sizes == ("B", "N"):
         configs += [Case((("B", 2), ("N", 300007)), t.init_sets[0], 0),
                     Case((("B", 5), ("N", 65537)), t.init_sets[-1], 1)]
-    elif "C" in t.sizes:
+    elif t.sizes == ("B", "C"):
         configs += [Case((("B", 3001), ("C", 3)), t.init_sets[-1], 0),
                     Case((("B", 5), ("C", 70001)), t.init_sets[0], 1)]
     return configs
@@ -507,13 +516,14 @@ def emulator_configs(t: Task) -> list[Case]:
 
 def _emulated_variants() -> list:
     """Every CUDA seed at its defaults, with warps scheduled forward and reversed; each knob value of the
-    seeds beyond the plain one (whose one knob is THREADS), forward only."""
+    seeds beyond the plain one (whose one knob is THREADS) and of the ONE_SEED tasks' plain seeds (a tile
+    shape), forward only."""
     out = []
     for v in knob_variants(("cuda",)):
         if not v[2]:
             out += [pytest.param(v, False, id=variant_id(v) + "/warps-forward"),
                     pytest.param(v, True, id=variant_id(v) + "/warps-reversed")]
-        elif v[1] != "cuda.cu":
+        elif v[1] != "cuda.cu" or v[0] in ONE_SEED:
             p = swept(v)
             out.append(pytest.param(v, False, marks=p.marks, id=variant_id(v)))
     return out
@@ -562,3 +572,17 @@ def test_the_emulator_rejects_a_broken_seed(slip, emulator_dir):
         kernel = emulated_kernel("layernorm_bwd", src.replace(good, bad), emulator_dir, reverse)
         failures += run_kernel(t, kernel, configs, cuda_abi=True)
     assert failures, f"the emulator passes a seed with {slip}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
+def test_the_emulator_keeps_each_librarys_shared_memory_apart(emulator_dir):
+    """Two tile sizes of one templated kernel loaded in one process: each uses its own `__shared__` tiles (g++'s
+    unique globals would make the second library write the first one's smaller arrays)."""
+    t = task("mnist_linear_relu_bwd")
+    src = source("mnist_linear_relu_bwd", "cuda.cu")
+    assert "template <bool MASK>" in src and "__shared__ float as[TILE]" in src
+    config = t.configs("small")[:1]
+    for tile in ("8", "32"):
+        kernel = emulated_kernel(t.name, knobs.apply(src, {"TILE": tile}), emulator_dir, False)
+        assert run_kernel(t, kernel, config, cuda_abi=True) == [], f"TILE={tile}"

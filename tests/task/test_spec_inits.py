@@ -27,3 +27,20 @@ def test_xavier_normal_has_torch_std():
     w = _draw("xavier_normal(N, M)", (2000, 300), "float32", {"N": 300, "M": 2000}, _gen(1), "cpu")
     assert abs(float(w.std()) - math.sqrt(2 / 2300)) < 0.01 * math.sqrt(2 / 2300)
     assert abs(float(w.mean())) < 1e-3
+
+
+def test_round_puts_any_initialiser_on_a_power_of_two_grid():
+    """round(2**-k, INIT): INIT's draw (the same generator stream) rounded to multiples of 2**-k."""
+    sizes = {"N": 300}
+    w = _draw("round(2**-10, kaiming_uniform(N))", (2000, 300), "float32", sizes, _gen(2), "cpu")
+    plain = _draw("kaiming_uniform(N)", (2000, 300), "float32", sizes, _gen(2), "cpu")
+    assert w.dtype == torch.float32
+    assert torch.equal(w * 2**10, torch.round(w * 2**10))                 # on the grid
+    assert float((w - plain).abs().max()) <= 2**-11                       # the nearest grid point
+    assert len(torch.unique(w)) > 100                                     # still spread over the interval
+
+
+def test_round_is_validated_when_a_task_loads():
+    from kevolve.task.spec import valid_init
+    assert valid_init("round(2**-4, normal)") and valid_init("round(2**3, normal(0, 2))")
+    assert not valid_init("round(0.1, normal)") and not valid_init("round(2**-4, gaussian)")
