@@ -99,7 +99,8 @@ def settings(url: str, name: str, resume: Path | None, candidates: int) -> dict:
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory):
     """The first run, in a driver process of its own, SIGKILLed once the in-flight call hangs and all else is
-    answered: (run dir, its script, copies of the run dir to resume)."""
+    answered: (run dir, its script, copies of the run dir to resume). Whatever that run started and is still
+    alive at the module's end is ended then, by pid."""
     base = tmp_path_factory.mktemp("killed")
     run_dir, trigger, gate = base / "run", threading.Event(), threading.Event()
     later = [Gate(gate, Ok(fenced(s), 1500, 500)) for s in children("any") + [IN_FLIGHT]]
@@ -111,12 +112,14 @@ def killed(tmp_path_factory):
         proc = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(settings(server.url, "any", None, 9)),
                                  str(run_dir)], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                                 start_new_session=True)
+    started: dict[int, str] = {}
     try:
         deadline = time.monotonic() + 300
         while not _quiet(run_dir, trigger, gate, server, script):
             assert proc.poll() is None, f"the driver ended first: {(base / 'driver.log').read_text()[-3000:]}"
             assert time.monotonic() < deadline, "the killed run never reached its kill point in 300 s"
             time.sleep(0.2)
+        started = _descendants(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -125,7 +128,40 @@ def killed(tmp_path_factory):
             proc.wait()
         server.stop()
     copies = {name: shutil.copytree(run_dir, base / f"resume-{name}") for name in RUNS if name != "any"}
-    return run_dir, script, copies
+    yield run_dir, script, copies
+    for pid, cmd in started.items():       # the killed driver's Ray ends by itself; whatever has not yet, by pid
+        if _cmdline(pid) == cmd:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _cmdline(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """pid -> command line of every process `root` started, directly or not."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+                parent[int(d)] = int(stat[stat.rfind(")") + 2:].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, ppid in parent.items():
+            if ppid in found and pid not in found:
+                found.add(pid)
+                grew = True
+    return {pid: cmd for pid in found - {root} if (cmd := _cmdline(pid)) is not None}
 
 
 def _quiet(run_dir: Path, trigger: threading.Event, gate: threading.Event, server: LLMServer, script: Script) -> bool:
