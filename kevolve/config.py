@@ -146,6 +146,9 @@ class SearchConfig:
                                          # reference at start (founders without parents; the task's seeds stay)
     meta_children: int = 4               # meta-generation: strategies asked for, one child each
     strategies_shown: int = 3            # the best strategies so far shown in optimize and meta prompts
+    profile: bool = True                 # cuda, with `ncu` on the evaluators' PATH: a parent's first optimize or
+                                         # meta proposal has it profiled by Nsight Compute (one call, on an
+                                         # evaluator), and later prompts on it show the profile (search/profile.py)
     verifiers: VerifiersConfig = field(default_factory=VerifiersConfig)     # LLM verifiers before any build
     knob_changes: int = 2                # knob operator: at most this many knobs changed per child
     in_flight: Optional[int] = None      # candidates between mutation and verdict; None: 4 per evaluator

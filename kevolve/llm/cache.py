@@ -76,6 +76,11 @@ class Cache:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO replies VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
 
+    def total_cost(self) -> float:
+        """USD of every reply stored here as fetched from the service (hits and replayed replies cost 0)."""
+        with self._lock:
+            return float(self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM replies").fetchone()[0])
+
     def __len__(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]

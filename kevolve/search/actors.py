@@ -14,7 +14,8 @@
                   different nodes) and never through the driver.
 - `Evaluator`   — owns one GPU (`num_gpus=1`) on cuda, or a CPU slot on cpu; installs the bytes in its node's
                   build cache and calls `judge.harness.judge`, which runs the kernel in a fresh worker
-                  process; it keeps a `judge.reuse.Reuse` (spare worker, cached references, recent baselines).
+                  process; it keeps a `judge.reuse.Reuse` (spare worker, cached references, recent baselines);
+                  it also profiles a parent with Nsight Compute when asked (`search.profile`).
 Every actor is restarted by Ray when its process dies (`max_restarts=-1`) and a build is retried when its
 process dies; the driver re-sends the call that was lost, a bounded number of times
 (`driver.ACTOR_RETRIES`), then gives that candidate a `failed` verdict. The driver routes all work;
@@ -27,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -48,6 +50,7 @@ from kevolve.operators.compose import Request
 from kevolve.operators.context import Context
 from kevolve.operators.llm_operator import LLMOperator, apply
 from kevolve.operators.verifiers import LLMVerifier
+from kevolve.search import profile as ncu_profile
 from kevolve.search.verification import Screened
 from kevolve.task.spec import load_task
 
@@ -158,7 +161,7 @@ class Evaluator:
         if self.options.target == "cuda" and torch.cuda.is_available():
             return {"device": torch.cuda.get_device_name(), "node": ray.util.get_node_ip_address(),
                     "arch": builder.arch_name(*torch.cuda.get_device_capability()),   # overrides: the plan
-                    "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
+                    "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "ncu": shutil.which("ncu")}
         return {"device": "cpu", "arch": None, "node": ray.util.get_node_ip_address(), "cpu": _cpu_name()}
 
     def evaluate(self, key: str, lib: bytes, module: str | None, fresh_baselines: bool = False) -> Evaluation:
@@ -175,6 +178,12 @@ class Evaluator:
         interleaved in one fresh worker, every call of both checked (`judge.harness.compare`)."""
         path_a, path_b = builder.install(a.key, lib_a, self.cache_dir), builder.install(b.key, lib_b, self.cache_dir)
         return compare(self.task, str(path_a), str(path_b), self.options, a.module_name, b.module_name)
+
+    def profile(self, b: Build, lib: bytes, ncu: str) -> ncu_profile.Profile:
+        """The kernel of Build `b` (bytes resolved by Ray) profiled by Nsight Compute (`search.profile`)."""
+        path = builder.install(b.key, lib, self.cache_dir)
+        found = ncu_profile.profile(self.task, str(path), self.options, b.module_name, ncu)
+        return dataclasses.replace(found, raw="")                 # the CSV stays here
 
 
 def _cpu_name() -> str:

@@ -14,7 +14,9 @@ store (`requests`) and goes to the threaded Mutator, which may answer with sever
 translate founders are written at start; the Verifier asks the LLM verifiers after the static rules, and their
 decision (`verification`) drops a candidate or orders the build queue; each judged child's reward goes to the
 choice policy and the strategy board (`learning`); an accepted red-team child is saved as a suspected judge bug
-(`suspected_judge_bugs/`), never ranked. `llm.replay=RUN_DIR` replays a recorded run's steps (`recorded`).
+(`suspected_judge_bugs/`), never ranked. `llm.replay=RUN_DIR` replays a recorded run's steps (`recorded`). On
+cuda with `ncu` on the evaluators' PATH, a parent's first optimize or meta proposal has an evaluator profile it
+(`profile`), and later prompts on it show the profile (a `profile` event in the store).
 
 Guarantees: an evaluated candidate is never evaluated again on resume and never lost (the store commits
 each verdict before anything else happens); duplicates (after comment/whitespace normalisation) are
@@ -108,6 +110,7 @@ class Driver:
         self.spend = Spend(plan.dollars, prior_per_call(plan.llm) if plan.llm else 0.0)
         self.arm_of: dict[str, str] = {}            # candidate id -> the arm that made it (until it is judged)
         self.suspects: list[str] = []               # accepted red-team candidates
+        self.profiles: dict[str, str] = {}          # candidate id -> its Nsight Compute profile ("" until made)
         self.evaluated = 0
         self.jobs: dict[ray.ObjectRef, Job] = {}   # waiting on Ray
         self.to_build: list[Job] = []               # verified, waiting for a builder
@@ -142,6 +145,7 @@ class Driver:
             self.verification.restore(done)
             self.spend.spent = self.store.total_cost()
             self.suspects = [r.candidate.id for r in done if red_team(r.candidate) and r.correct]
+            self.profiles = {p["id"]: p.get("text") or "" for _, _, p in self.store.events("profile")}
             self.evaluated = sum(1 for r in done if r.status == "evaluated")
             self.busy_seconds = sum(r.timings.get("evaluate", 0.0) for r in done)
             for r in self.store.unfinished():
@@ -240,9 +244,10 @@ class Driver:
                           f"${self.spend.estimate() - self.spend.spent:.4f} estimated for the calls in flight")
                 return False
             request = requests.request(proposal, self.store, self.learning.board, self.plan.strategies_shown,
-                                       self.plan.meta_children)
+                                       self.plan.meta_children, self.profiles)
             job.send = lambda: self.mutator.write.remote(request, seed, proposal.model)
             self.spend.start(job.calls)
+            self._profile(proposal)
         self.jobs[job.send()] = job
         self.proposing += job.expect
         return True
@@ -279,7 +284,7 @@ class Driver:
         except ray.exceptions.RayError as e:
             return self._on_error(job, e)
         {Step.MUTATE: self._mutated, Step.VERIFY: self._verified, Step.BUILD: self._built,
-         Step.EVALUATE: self._judged, Step.COMPARE: self._compared}[job.step](job, result)
+         Step.EVALUATE: self._judged, Step.COMPARE: self._compared, Step.PROFILE: self._profiled}[job.step](job, result)
 
     def _mutated(self, job: Job, result: Mutation | list[Mutation]) -> None:
         self.proposing -= job.expect
@@ -449,6 +454,26 @@ class Driver:
             self._crown(challenger.candidate, challenger.evaluation)
         self._challenge()
 
+    def _profile(self, proposal: Proposal) -> None:
+        """Profiles the parent of an optimize or meta proposal once (`search.profile`: cuda, ncu found), on the
+        least-loaded evaluator; this proposal goes without, later ones on that parent show it."""
+        parent = proposal.parent
+        if self.plan.ncu is None or proposal.operator not in ("optimize", "meta") or parent is None \
+                or parent.id in self.profiles:
+            return
+        self.profiles[parent.id] = ""
+        build_ref, lib = self._build(parent.source)          # a hit in the build cache
+        i = min(range(len(self.evaluators)), key=lambda k: self.load[k])
+        self.load[i] += 1
+        ref = self.evaluators[i].profile.remote(build_ref, lib, self.plan.ncu)
+        self.jobs[ref] = Job(Step.PROFILE, candidate=parent, evaluator=i)
+
+    def _profiled(self, job: Job, found) -> None:
+        self.load[job.evaluator] -= 1
+        self.profiles[job.candidate.id] = found.text if found is not None else ""
+        self.store.log_event("profile", {"id": job.candidate.id, "text": found.text if found else "",
+                                         "failure": found.failure if found else "the profile could not be made"})
+
     def _finish(self, c: Candidate, outcome: Outcome):
         self.finished += 1
         parent = self.population.get(c.parents[0]).fitness if c.parents and c.parents[0] in self.population else None
@@ -466,6 +491,8 @@ class Driver:
     def _on_error(self, job: Job, error: Exception) -> None:
         if job.step is Step.COMPARE:             # no comparison: the champion stays
             return self._compared(job, None)
+        if job.step is Step.PROFILE:             # no profile: prompts go without
+            return self._profiled(job, None)
         self._lost(job, error)
 
     def _lost(self, job: Job, error: Exception) -> None:

@@ -21,6 +21,7 @@ class Step(enum.Enum):
     QUEUED = "queued"            # built (or verified, waiting for a builder), not yet handed on
     EVALUATE = "evaluate"
     COMPARE = "compare"          # a challenger timed paired with the champion
+    PROFILE = "profile"          # a parent profiled by Nsight Compute (search.profile)
 
 
 @dataclass

@@ -54,6 +54,8 @@ class Plan:
     strategies_shown: int = 3
     verifiers: VerifiersConfig = field(default_factory=VerifiersConfig)
     device: str | None = None            # what prompts name: "NVIDIA H200, sm_90a", or the CPU's name
+    profile: bool = False                # profile parents with Nsight Compute (cuda and search.profile) …
+    ncu: str | None = None               # … with this ncu, found on the evaluators' PATH (None: not profiled)
 
     @property
     def llm_operators(self) -> tuple[str, ...]:
@@ -66,7 +68,7 @@ class Plan:
             device = f"{info.get('device', 'a CUDA GPU')}, sm_{plan.arch}" if plan.arch else info.get("device")
         else:
             device = info.get("cpu") or "a CPU"
-        return replace(plan, device=device)
+        return replace(plan, device=device, ncu=info.get("ncu") if plan.profile else None)
 
     def with_arch(self, detected: str | None) -> "Plan":
         """The plan once the evaluators have said what GPU they hold (a configured arch wins)."""
@@ -121,4 +123,5 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,
                 tracker=cfg.logger, llm=llm, llm_calls=llm_calls, choice=s.choice,
                 translations=s.translations if llm is not None and s.population.operators.get("translate", 0) > 0
-                else 0, meta_children=s.meta_children, strategies_shown=s.strategies_shown, verifiers=s.verifiers)
+                else 0, meta_children=s.meta_children, strategies_shown=s.strategies_shown, verifiers=s.verifiers,
+                profile=s.profile and target == "cuda" and llm is not None)

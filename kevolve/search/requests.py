@@ -1,6 +1,7 @@
 """A proposal as an LLM operator's `Request`, filled from the store: the judgements the prompt may quote (the
 parent's and each inspiration's `Evaluation`), the harness's feedback on the parent verbatim, the best strategies
-so far. Prompts thus depend only on what the store holds and on the proposal (which the rng chose).
+so far, and the parent's Nsight Compute profile when the run has one (`profiles`, from the store's `profile`
+events). Prompts thus depend only on what the store holds and on the proposal (which the rng chose).
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from kevolve.operators.compose import Request
 from kevolve.operators.strategies import Board
 
 
-def request(proposal: Proposal, store, board: Board, strategies_shown: int, meta_children: int) -> Request:
+def request(proposal: Proposal, store, board: Board, strategies_shown: int, meta_children: int,
+            profiles: dict[str, str] | None = None) -> Request:
     evaluations, feedback = {}, ""
     members = ([proposal.parent] if proposal.parent is not None else []) + list(proposal.inspirations)
     for c in members:
@@ -22,5 +24,6 @@ def request(proposal: Proposal, store, board: Board, strategies_shown: int, meta
             evaluations[c.id] = Evaluation.from_json(record.evaluation)
         if c is proposal.parent:
             feedback = record.feedback or ""
-    return Request(proposal.operator, proposal, evaluations, feedback,
+    profile = (profiles or {}).get(proposal.parent.id, "") if proposal.parent is not None else ""
+    return Request(proposal.operator, proposal, evaluations, feedback, profile=profile,
                    strategies=tuple(board.best(strategies_shown)), count=meta_children)

@@ -2,7 +2,8 @@
 per request, for driving the real `openai` and `google-genai` clients in tests.
 
 A server answers each request with the next step of its script (then `Ok()` for ever), records every request
-(path, headers, JSON body) and counts requests in progress at once. Only 127.0.0.1; each test stops its server
+(path, headers, JSON body) and counts requests in progress at once. A `Gate` holds a request until the test opens
+it, so a test can order what a concurrent client sees. Only 127.0.0.1; each test stops its server
 (hanging handlers are released at stop, so no thread outlives the fixture by more than a moment).
 """
 from __future__ import annotations
@@ -40,7 +41,14 @@ class Hang:
     seconds: float = 5.0         # longer than the client's timeout; released when the server stops
 
 
-Step = Union[Ok, Status, Hang]
+@dataclass(frozen=True)
+class Gate:
+    """Holds the request until `event` is set (released without a reply if the server stops first), then `then`."""
+    event: threading.Event
+    then: Union[Ok, Status, Hang]
+
+
+Step = Union[Ok, Status, Hang, Gate]
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,11 @@ def _handler(server: LLMServer):
                 if not (gemini or openai):
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 step = server.next_step(body)
+                if isinstance(step, Gate):
+                    while not step.event.wait(0.05):
+                        if server.stop_event.is_set():
+                            return None
+                    step = step.then
                 if isinstance(step, Hang):
                     server.stop_event.wait(step.seconds)
                     return self._send(200, {}) if not server.stop_event.is_set() else None

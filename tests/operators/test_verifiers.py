@@ -81,6 +81,20 @@ def test_truth_per_verifier():
     assert truth("numerics", True, True) is False and truth("compile", True, True) is False
 
 
+@pytest.mark.parametrize("failure", [               # the judge's own words (kevolve.judge.checks, .timed)
+    "B=3,N=1001/random/s0: wrote outside out (past its end) (call 2, aligned buffers)",
+    "B=4,N=256/random/s0: wrote outside out (before its start), grad_x (past its end) (call 1, skewed buffers)",
+    "B=4,N=256/random/s0: kernel wrote outside out during timing (call 3)",
+    "B=4,N=256/random/s0: input x modified by the kernel (call 1)",
+    "B=4,N=256/random/s0: input x modified during timing (call 2, input set 1)",
+    "B=4,N=256/random/s0: crash: the worker process died (killed by signal SIGSEGV)"])
+def test_the_judges_memory_faults_are_memory_faults(failure):
+    """A kernel caught writing outside its buffers or into its inputs proves the memory verifier right and says
+    nothing of its values (an overrun reported as a numerics failure made memory's right verdicts false alarms)."""
+    assert truth("memory", True, False, failure) is True
+    assert truth("numerics", True, False, failure) is None
+
+
 def test_stats_on_a_known_confusion_and_the_right_to_reject():
     stats = VerifierStats(Screen(precision_bar=0.75, min_samples=8))
     #              said fail & bad, said fail & good, said pass & bad, said pass & good

@@ -17,7 +17,6 @@ import logging
 import os
 import shutil
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,67 +25,17 @@ import ray
 from kevolve.config import ConfigError, from_hydra
 from kevolve.search import driver as search
 from kevolve.search.store import Store
+from llm_kit import BROKEN, FAST, GOOD, SLOW, TASK, WRONG, fenced, kind, verdict
+from llm_servers import OPENAI_KEY, LLMServer, Ok, Status
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "llm"))
-from llm_servers import OPENAI_KEY, LLMServer, Ok, Status  # noqa: E402
-
-TASK = ROOT / "tests" / "search_task"
-GOOD = (TASK / "seeds" / "cpu.cpp").read_text()              # O(N) per row, OpenMP over rows
-SLOW = """// Scaled softmax forward, a deliberately slow seed: the row's max and sum again for every element.
-#include <cmath>
-#include <cstdint>
-
-extern "C" int forward(const float* x, float* out, int64_t B, int64_t N, float scale,
-                       void* workspace, int64_t workspace_bytes) {
-    for (int64_t b = 0; b < B; ++b) {
-        const float* row = x + b * N;
-        float* o = out + b * N;
-        for (int64_t i = 0; i < N; ++i) {
-            float m = -INFINITY;
-            for (int64_t j = 0; j < N; ++j) m = std::fmax(m, scale * row[j]);
-            double sum = 0.0;
-            for (int64_t j = 0; j < N; ++j) sum += std::exp(scale * row[j] - m);
-            o[i] = (float)(std::exp(scale * row[i] - m) / sum);
-        }
-    }
-    return 0;
-}
-"""
-BROKEN = GOOD.replace("    return 0;\n}", "    return 0\n}")                      # does not compile
-WRONG = GOOD.replace("const float inv = (float)(1.0 / sum);", "const float inv = (float)(1.0 / (sum + 1.0));")
 UNROLLED = GOOD.replace("constexpr int UNROLL = 1;", "constexpr int UNROLL = 2;")
 CHUNK8 = GOOD.replace("constexpr int CHUNK = 4;", "constexpr int CHUNK = 8;")
 ROWS2 = GOOD.replace("constexpr int ROWS = 1;", "constexpr int ROWS = 2;")
 PRICE = (2.0, 8.0)                                            # gpt-4.1, USD per million tokens (conf/llm/prices.yaml)
-FAST = {"reps": 5, "budget_s": 0.02, "baselines": ["eager"], "timeout_s": 60}
-
-
-def fenced(source: str) -> str:
-    return f"Here is the kernel.\n\n```cpp\n{source}```\n"
 
 
 def edit(search: str, replace: str) -> str:
     return f"<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n"
-
-
-def kind(body: dict) -> str:
-    """Which prompt a request carries (the operators' and verifiers' prompt files differ in their headings)."""
-    user = body["messages"][-1]["content"]
-    for marker, name in (("## Your check: does it compile?", "verify_compile"),
-                         ("## Your check: is every memory access", "verify_memory"),
-                         ("## Your check: are the results right", "verify_numerics"),
-                         ("## The strategy to implement", "meta_child"), ("## What went wrong", "repair"),
-                         ("## Kernel A", "crossover"), ("You are red-teaming", "red_team"),
-                         ("distinct strategies", "meta"), ("## The current kernel", "optimize"),
-                         ("## The PyTorch reference", "translate")):
-        if marker in user:
-            return name
-    return "other"
-
-
-def verdict(ok: bool, reason: str) -> str:
-    return f'I read the kernel.\n{{"verdict": "{"pass" if ok else "fail"}", "reason": "{reason}"}}'
 
 
 class Script:

@@ -224,3 +224,23 @@ def test_red_team_candidates_are_never_the_best_and_rewards_come_back_in_order(t
     assert [r.candidate.id for r in store.best(5)] == ["k"]
     assert store.rewards() == [("optimize@gpt-4.1", 0.5), ("red_team", 1.0), ("meta", 0.0)]
     assert store.total_cost() == 0.25
+
+
+def test_a_resume_books_replies_the_store_never_recorded(store, tmp_path):
+    """A reply cached after the driver stopped listening was paid for: a resume books it once, as an event, so
+    that the store's total (where the resumed run's spend starts) counts it."""
+    from kevolve.llm.cache import Cache
+    from kevolve.llm.messages import Message, Reply
+    from kevolve.search.start import book_unrecorded_spend
+    assert book_unrecorded_spend(store, tmp_path) == 0.0                     # no response cache: nothing to book
+    cache = Cache.in_run(tmp_path)
+    for i, cost in enumerate((0.25, 0.5, 0.0)):                               # the last one a cache hit's copy
+        reply = Reply(text="t", model="m", provider="openai", tokens_in=1, tokens_out=1, cost_usd=cost, seconds=0.1,
+                      cached=False, finish_reason="stop", params={}, attempts=1)
+        cache.put(f"key{i}", reply, (Message("user", f"p{i}"),), seed=i)
+    cache.close()
+    store.add_candidate(cand("a"), cost_usd=0.25)                            # the one reply the store recorded
+    assert book_unrecorded_spend(store, tmp_path) == pytest.approx(0.5)
+    assert store.total_cost() == pytest.approx(0.75)
+    assert [p["cost_usd"] for _, _, p in store.events("unrecorded_spend")] == [pytest.approx(0.5)]
+    assert book_unrecorded_spend(store, tmp_path) == 0.0                     # booked once
