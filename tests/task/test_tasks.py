@@ -17,9 +17,11 @@ from kevolve.operators import knobs
 from kevolve.task.abi import CKernel, c_prototype
 from kevolve.judge.build import build
 from kevolve.task import Task, list_tasks, load_task
+import big_tables
 
 TASKS = list_tasks()
 EXPECTED = {"layernorm_fwd", "layernorm_bwd", "rmsnorm_fwd", "rmsnorm_bwd", "cross_entropy_fwd", "cross_entropy_bwd"}
+EXPECTED |= big_tables.TASKS                                        # issue 13: GEMM and convolution tasks
 MAX_SMALL_ELEMENTS = 1_200_000
 torch.set_num_threads(2)
 
@@ -87,6 +89,7 @@ INDEPENDENT = {
     "cross_entropy_fwd": lambda logits, target, *, B, C: F.cross_entropy(logits, target).reshape(1),
     "cross_entropy_bwd": _cross_entropy_bwd,
 }
+INDEPENDENT.update(big_tables.INDEPENDENT)                          # issue 13: GEMM and convolution tasks
 
 
 # ---------------------------------------------------------------- slightly wrong kernels (float64)
@@ -116,6 +119,7 @@ def wrong_kernels(name: str) -> dict:
         out["eps dropped"] = lambda *a, **kw: t.reference(*a, **{**kw, "eps": 0.0})
     if _unbiased(name):
         out["unbiased variance"] = _unbiased(name)
+    out.update(big_tables.wrong_kernels(name, t.reference))         # issue 13: GEMM and convolution tasks
     return out
 
 
@@ -169,13 +173,15 @@ def test_seed_files_exist_for_every_target_and_abi(name):
     t = task(name)
     assert t.seed_path("cpu").suffix == ".cpp"
     assert t.seed_path("cuda").suffix == ".cu"
+    if name in big_tables.TASKS and "torch-cuda" not in t.seeds:   # issue 13's tasks: C ABI seeds only
+        return
     assert t.seed_path("cuda", "torch").read_text().count("PYBIND11_MODULE(TORCH_EXTENSION_NAME") == 1
 
 
 @pytest.mark.parametrize("name", TASKS)
 def test_seed_knobs_parse_and_list_their_current_value(name):
     t = task(name)
-    for path in (t.seed_path("cpu"), t.seed_path("cuda"), t.seed_path("cuda", "torch")):
+    for path in (t.dir / "seeds" / f for files in t.seeds.values() for f in files):
         for knob in knobs.parse(path.read_text()).values():
             assert knob.value in knob.choices, (path.name, knob)
 
@@ -254,6 +260,7 @@ def test_torch_float32_baseline_passes_the_tolerance_with_margin(name):
 MISTAKES = [(n, "off by 1e-3") for n in TASKS]
 MISTAKES += [(n, "eps dropped") for n in TASKS if n.startswith(("layernorm", "rmsnorm"))]
 MISTAKES += [(n, "unbiased variance") for n in TASKS if n.startswith("layernorm")]
+MISTAKES += big_tables.mistakes(TASKS)                              # issue 13: GEMM and convolution tasks
 
 
 @pytest.mark.parametrize("name,kind", MISTAKES)
