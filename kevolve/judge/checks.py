@@ -1,9 +1,11 @@
-"""The evaluator's side of correctness: the same inputs the worker drew, float64 references, exact input
-digests, and the element-wise verdict on every output of every call.
+"""The evaluator's side of correctness: the same inputs the worker drew, float64 references, inputs compared
+exactly after every call, and the element-wise verdict on every output of every call.
 
 `Checker.check_config` asks the worker for three calls per configuration (fresh buffers; the same buffers
 with new contents; a second set of buffers), each with outputs and workspace poisoned, and compares.
-Guarantees: the reference is computed here and never exists in the worker; a verdict names the output,
+Guarantees: the reference is computed here and never exists in the worker; whether a kernel modified an input
+is decided here, by comparing the worker's input buffers (through the output exchange, on the device when IPC
+works) bit for bit with inputs drawn here — nothing the kernel can reach computes it; a verdict names the output,
 the call, how many elements failed and the worst one; NaN or Inf where the reference is finite fails.
 Not guaranteed: tolerances per output (they are per task).
 """
@@ -21,7 +23,7 @@ from kevolve.task.spec import Case, Task
 
 
 class Checker:
-    """The evaluator's side of correctness: same inputs, float64 reference, digests, element-wise verdict."""
+    """The evaluator's side of correctness: same inputs, float64 reference, exact input check, element-wise verdict."""
 
     CALLS = ((0, False), (1, False), (2, True))   # (variant, new buffers): fresh, same buffers new data, new buffers
 
@@ -32,15 +34,31 @@ class Checker:
         self.device = "cuda" if options.target == "cuda" else "cpu"
 
     def reference(self, cfg: Case, variant: int) -> tuple[dict, tuple]:
-        """The inputs' digests and, per output, the float64 reference and where it is finite (None: all of
-        it, the usual case) for inputs `variant` of `cfg`."""
-        from kevolve.judge.worker import digest
+        """The inputs' fingerprints (`worker.fingerprint`) and, per output, the float64 reference and where it is
+        finite (None: all of it, the usual case) for inputs `variant` of `cfg`."""
+        from kevolve.judge.worker import fingerprint
 
         def compute():
             inputs = self.task.make_inputs(cfg, self.device, variant)
-            return {n: digest(t) for n, t in inputs.items()}, self.expected(cfg, inputs)
+            return {n: fingerprint(t) for n, t in inputs.items()}, self.expected(cfg, inputs)
         with self.clock("reference"):
             return self.references.get((cfg.id, variant), compute)
+
+    def changed_inputs(self, cfg: Case, variant: int, handles: dict, mine: dict | None = None) -> list[str]:
+        """The inputs whose buffers in the worker (`handles`, as `exchange.export` gave them) differ in any bit
+        from inputs `variant` of `cfg` drawn here (or `mine`, drawn already). Every handle is read (a file
+        handle is consumed)."""
+        import torch
+        if mine is None:
+            with self.clock("reference", f"inputs {cfg.id} #{variant}"):
+                mine = self.task.make_inputs(cfg, self.device, variant)
+        changed = []
+        for name, t in mine.items():
+            theirs = exchange.read(handles[name], t.dtype, tuple(t.shape), self.device)
+            if not torch.equal(theirs.reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)):   # bits: NaN == NaN
+                changed.append(name)
+            del theirs
+        return changed
 
     def expected(self, cfg: Case, inputs: dict) -> tuple:
         """Per output, the float64 reference on `inputs` and where it is finite (None: everywhere)."""
@@ -57,7 +75,7 @@ class Checker:
         worst_abs = worst_rel = 0.0
         pointers = None
         for variant, new_buffers in self.CALLS:
-            with self.clock("check"):
+            with self.clock("check", f"{cfg.id} call {variant + 1}"):
                 reply = worker.call("check", self.options.timeout, config=index, variant=variant,
                                     new_buffers=new_buffers)
             fail = lambda why: Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, False,  # noqa: E731
@@ -73,7 +91,7 @@ class Checker:
                 return fail(f"the kernel returned {reply['rc']} (call {variant + 1})")
             if reply.get("overruns"):
                 return fail(f"wrote outside {', '.join(reply['overruns'])} (call {variant + 1}, {reply.get('layout', 'aligned')} buffers)")
-            changed = [n for n in mine if reply["after"][n] != mine[n]]
+            changed = self.changed_inputs(cfg, variant, reply["input_handles"])
             if changed:
                 return fail(f"input {', '.join(changed)} modified by the kernel (call {variant + 1})")
             if new_buffers and pointers == reply["pointers"]:

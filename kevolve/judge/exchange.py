@@ -8,7 +8,10 @@ Guarantees: the evaluator reads an output only after the worker synchronised the
 the worker stays idle until the next request, so what is read is what the kernel left. Shape and dtype are
 always the task's, never the worker's word; an IPC storage too small for them is an error, not a read past
 its end. A file is unlinked once read.
-Not guaranteed: IPC across GPUs or nodes (the probe then fails and files are used).
+Not guaranteed: IPC across GPUs or nodes (the probe then fails and files are used). IPC goes through the CUDA
+driver API directly (handles of the driver allocations holding each buffer): the worker creates nothing in
+/dev/shm, which its Landlock rules forbid (torch's own sharing made a reference-counter file there, so with
+Landlock every judgement fell back to files: ~1.3 GB/s through the host, the judge's largest cost on an H200).
 """
 from __future__ import annotations
 
@@ -35,12 +38,14 @@ def export(outputs: dict, directory: Path, stem: str, ipc: bool) -> dict:
 
 
 def describe(t) -> dict:
-    """A CUDA tensor's IPC handle and place in its storage, as plain JSON."""
-    device, handle, size, offset, ref, ref_offset, event, sync = t.untyped_storage()._share_cuda_()
-    hexed = lambda b: b.hex() if isinstance(b, (bytes, bytearray)) else None  # noqa: E731
-    return {"ipc": {"device": device, "handle": hexed(handle), "size": size, "offset": offset,
-                    "ref": hexed(ref), "ref_offset": ref_offset, "event": hexed(event), "sync": bool(sync)},
-            "storage_offset": t.storage_offset()}
+    """A CUDA tensor's place as plain JSON: an IPC handle of the driver allocation holding it (`cuIpcGetMemHandle`
+    through the driver API, so nothing is created in /dev/shm — torch's `_share_cuda_` makes a shared-memory
+    reference counter there, which the worker's Landlock rules rightly forbid), and where the tensor starts
+    in that allocation."""
+    ptr = t.data_ptr()
+    base, size = _driver().address_range(ptr)
+    return {"ipc": {"pid": os.getpid(), "base": base, "size": size, "handle": _driver().get_handle(base).hex()},
+            "offset": ptr - base}
 
 
 # ---------------------------------------------------------------------- evaluator side
@@ -57,16 +62,111 @@ def read(handle, dtype, shape: tuple, device: str):
 
 
 def open_ipc(desc: dict, dtype, shape: tuple):
-    """A view of a worker's buffer, shaped as the task says; the storage must hold it."""
+    """A view of a worker's buffer, shaped as the task says; the allocation must hold it. The mapping is
+    shared by every view of one allocation alive at once, and closed when the last view is freed."""
     import torch
     i = desc["ipc"]
-    raw = lambda k: bytes.fromhex(i[k]) if i.get(k) else None  # noqa: E731
-    storage = torch.UntypedStorage._new_shared_cuda(int(i["device"]), raw("handle"), int(i["size"]), int(i["offset"]),
-                                                    raw("ref"), int(i["ref_offset"]), raw("event"), bool(i["sync"]))
-    n, itemsize, start = math.prod(shape), torch.empty(0, dtype=dtype).element_size(), int(desc["storage_offset"])
-    if start < 0 or (start + n) * itemsize > storage.nbytes():
-        raise ValueError(f"the worker's shared buffer holds {storage.nbytes()} bytes, not {n} × {itemsize} at {start}")
-    return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, start, tuple(shape))   # contiguous
+    n, itemsize, start = math.prod(shape), torch.empty(0, dtype=dtype).element_size(), int(desc["offset"])
+    if start < 0 or start + n * itemsize > int(i["size"]):
+        raise ValueError(f"the worker's shared allocation holds {i['size']} bytes, not {n} × {itemsize} at byte {start}")
+    mapping = _Mapping.of(int(i["pid"]), int(i["base"]), int(i["size"]), bytes.fromhex(i["handle"]))
+    raw = torch.as_tensor(_Window(mapping, start, n * itemsize), device="cuda")   # zero-copy; keeps the mapping
+    return raw.view(dtype).view(tuple(shape)) if n else torch.empty(tuple(shape), dtype=dtype, device="cuda")
+
+
+class _Window:
+    """`nbytes` bytes of an opened mapping, seen by torch through `__cuda_array_interface__`."""
+
+    def __init__(self, mapping: "_Mapping", offset: int, nbytes: int):
+        self.mapping = mapping
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "version": 3,
+                                         "data": (mapping.ptr + offset, False), "strides": None}
+
+
+class _Mapping:
+    """One worker allocation opened in this process (`cuIpcOpenMemHandle`), closed when no view needs it."""
+    _open: "weakref.WeakValueDictionary" = None
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    @classmethod
+    def of(cls, pid: int, base: int, size: int, handle: bytes) -> "_Mapping":
+        import weakref
+        if cls._open is None:
+            cls._open = weakref.WeakValueDictionary()
+        key = (pid, base, size, handle)
+        m = cls._open.get(key)
+        if m is None:
+            m = cls._open[key] = cls(_driver().open_handle(handle))
+        return m
+
+    def __del__(self):
+        try:
+            _driver().close_handle(self.ptr)
+        except Exception:                       # noqa: BLE001 — interpreter shutdown, a dead context
+            pass
+
+
+class _Driver:
+    """The four CUDA driver calls the exchange needs, through ctypes on libcuda."""
+
+    def __init__(self):
+        import ctypes
+        self.c = ctypes
+        self.lib = ctypes.CDLL("libcuda.so.1")
+
+        class Handle(ctypes.Structure):
+            _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+        self.Handle = Handle
+        self.lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), Handle, ctypes.c_uint]
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            name = self.c.c_char_p()
+            self.lib.cuGetErrorName(rc, self.c.byref(name))
+            raise RuntimeError(f"{what} failed: {(name.value or b'').decode() or rc}")
+
+    def _context(self) -> None:
+        """Driver calls act on the calling thread's current context: make it torch's (the primary one)."""
+        ctx = self.c.c_void_p()
+        self._check(self.lib.cuCtxGetCurrent(self.c.byref(ctx)), "cuCtxGetCurrent")
+        if not ctx.value:
+            import torch
+            torch.cuda.synchronize()                # a runtime call makes the primary context current here
+
+    def address_range(self, ptr: int) -> tuple[int, int]:
+        self._context()
+        base, size = self.c.c_uint64(), self.c.c_size_t()
+        self._check(self.lib.cuMemGetAddressRange_v2(self.c.byref(base), self.c.byref(size), self.c.c_uint64(ptr)),
+                    "cuMemGetAddressRange")
+        return base.value, size.value
+
+    def get_handle(self, base: int) -> bytes:
+        self._context()
+        h = self.Handle()
+        self._check(self.lib.cuIpcGetMemHandle(self.c.byref(h), self.c.c_uint64(base)), "cuIpcGetMemHandle")
+        return bytes(bytearray(h.reserved))
+
+    def open_handle(self, handle: bytes) -> int:
+        self._context()
+        h, ptr = self.Handle(), self.c.c_uint64()
+        self.c.memmove(self.c.addressof(h), handle, 64)
+        self._check(self.lib.cuIpcOpenMemHandle_v2(self.c.byref(ptr), h, 1), "cuIpcOpenMemHandle")   # lazy peer access
+        return ptr.value
+
+    def close_handle(self, ptr: int) -> None:
+        self._check(self.lib.cuIpcCloseMemHandle(self.c.c_uint64(ptr)), "cuIpcCloseMemHandle")
+
+
+_DRIVER: _Driver | None = None
+
+
+def _driver() -> _Driver:
+    global _DRIVER
+    if _DRIVER is None:
+        _DRIVER = _Driver()
+    return _DRIVER
 
 
 def ipc_works(call, uuid: str | None, mode: str = "auto") -> bool:
@@ -83,7 +183,7 @@ def ipc_works(call, uuid: str | None, mode: str = "auto") -> bool:
         ok = bool(torch.equal(probe, torch.arange(1024, dtype=torch.float32, device=probe.device)))
         del probe
         return ok
-    except (RuntimeError, KeyError, TypeError, ValueError):
+    except (RuntimeError, KeyError, TypeError, ValueError, OSError, AttributeError):
         return False
 
 

@@ -4,8 +4,8 @@
 process (`kevolve.judge.worker`, no secrets in its environment) loads it and, for every configuration, is asked for
 three calls — new buffers, the same buffers with new contents, a second set of buffers — each with outputs
 and workspace poisoned with NaN. This process draws the same inputs, computes the reference in float64 on
-its own device, digests the inputs, and compares: every element written, finite where the reference is,
-within tolerance; inputs unchanged. Only a kernel correct on every configuration is timed, interleaved with
+its own device, compares the worker's inputs with its own bit for bit after every call, and checks the
+outputs: every element written, finite where the reference is, within tolerance. Only a kernel correct on every configuration is timed, interleaved with
 torch eager and torch.compile on the same inputs (see `judge.timing`).
 
 Guarantees: the reference never exists in the worker; a crash, CUDA error or hang of the worker is a

@@ -15,7 +15,7 @@ LAUNCH_BOUND_MS = 0.005     # device time under 5 µs: launch cost (several µs)
 
 
 class References:
-    """Input digests and float64 reference outputs per (configuration, input variant), up to `max_bytes`.
+    """Input fingerprints and float64 reference outputs per (configuration, input variant), up to `max_bytes`.
 
     Inputs are drawn from fixed seeds, so every candidate of a search is checked against the same
     references; recomputing them is the evaluator's largest cost on small shapes. Entries are kept in the

@@ -4,8 +4,8 @@ A round times every contender (checked kernels — the candidate, and for `harne
 and torch baselines) interleaved, each on the same `n` input sets, which the evaluator names per round by
 fresh random variants (so nothing can be precomputed or memoised). Each checked kernel's call i writes its
 own output and workspace buffers, all poisoned at the start of the round; after the round the device is
-synchronised and every one of those outputs goes back to the evaluator, with the inputs' digests, to be
-checked against the float64 reference of its input set. On CUDA each contender runs as one CUDA graph of
+synchronised and every one of those outputs goes back to the evaluator, with the input sets themselves (to be
+compared exactly with the evaluator's own), to be checked against the float64 reference of its input set. On CUDA each contender runs as one CUDA graph of
 n × (flush, call) (queued calls when capture fails), then one synced call on input set n for the latency
 column; on the CPU calls are interleaved one by one and each checked output is copied the moment the call
 returns (work a call leaves to a thread after returning is not in the copy).
@@ -176,7 +176,6 @@ class Session:
                 _arm_guards(b)
 
     def _export(self, variants: list[int], when: str) -> dict:
-        from kevolve.judge.worker import digest
         outputs = []
         snaps = getattr(self, "snapshots", None) if not self.cuda else None
         for name in self.checked:
@@ -188,7 +187,8 @@ class Session:
                                 "handles": exchange.export(out, self.w.exchange, stem, self.w.ipc)})
         self.snapshots = None
         return {"outputs": outputs,
-                "after": [{n: digest(t) for n, t in s["inputs"].items()} for s in self.slots],
+                "input_handles": [exchange.export(s["inputs"], self.w.exchange, f"{self.config}.t{self.round}.in.{i}", self.w.ipc)
+                           for i, s in enumerate(self.slots)],
                 "overruns": {name: sorted({o for b in self.outs[name] for o in self.w._overruns(b)})
                              for name in self.checked}}
 

@@ -3,9 +3,9 @@ timed call — the timed calls are checked, not trusted.
 
 `time_config` sends the worker a fresh random seed for the warm-up (only now: the kernel is loaded, so
 nothing could be precomputed), then fresh random input variants for every round; after each round it
-computes the float64 reference of every input set once, compares every checked call's outputs to it
-within tolerance, checks that no input was modified and no guard written, and only then asks for the next
-round. The number of rounds is fixed by the worker before the first timed call (`session.plan_rounds`).
+compares every input set exactly with its own draw, computes each set's float64 reference once, compares
+every checked call's outputs to it within tolerance, checks that no guard was written, and only then asks for
+the next round. The number of rounds is fixed by the worker before the first timed call (`session.plan_rounds`).
 `floor_verdict` is the rule for a time the hardware cannot deliver.
 
 Guarantees: a timed call that skipped work, replayed a memoised answer, left outputs to a thread or to a
@@ -50,9 +50,10 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     kernel call checked. A wrong timed call is `Timed.failure`; a worker error raises `WorkerDied`."""
     limit = options.timeout + 60
     seed = fresh_variant()
-    setup = _call(worker, limit + 600, "time_setup", config=index, baselines=list(baselines), seed=seed,
-                  calls=options.calls, reps=options.reps, budget_s=options.budget_s, baseline_ms=baseline_ms,
-                  other=other)
+    with checker.clock("setup", f"{cfg.id}"):
+        setup = _call(worker, limit + 600, "time_setup", config=index, baselines=list(baselines), seed=seed,
+                      calls=options.calls, reps=options.reps, budget_s=options.budget_s, baseline_ms=baseline_ms,
+                      other=other)
     n, inputs, cuda = setup["calls"], setup["inputs"], options.target == "cuda"
     checked = len(setup["outputs"])
     why = _verify(checker, cfg, setup, [seed + i for i in range(inputs)], n, "warm-up", other)
@@ -62,7 +63,8 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
         if why:
             break
         variants = [fresh_variant() for _ in range(inputs)]
-        reply = _call(worker, limit * max(1, n), "time_round", variants=variants)
+        with checker.clock("round", f"{cfg.id} round {r + 1}/{rounds}"):
+            reply = _call(worker, limit * max(1, n), "time_round", variants=variants)
         why = _verify(checker, cfg, reply, variants, n, f"round {r + 1} of {rounds}", other)
         checked += len(reply["outputs"])
         if not cuda or r > 0:
@@ -92,27 +94,33 @@ def _call(worker: WorkerProcess, timeout: float, cmd: str, **args) -> dict:
 
 def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: int, when: str,
             other: bool) -> str | None:
-    """Every input set's reference once; inputs unchanged; guards intact; every output within tolerance."""
-    from kevolve.judge.worker import digest
-    expected = {}
-    for i, v in enumerate(variants):
-        with checker.clock("reference"):
-            inputs = checker.task.make_inputs(cfg, checker.device, v)
-            expected[v] = checker.expected(cfg, inputs)
-        changed = [name for name, t in inputs.items() if reply["after"][i].get(name) != digest(t)]
-        if changed:
-            return f"input {', '.join(changed)} modified during timing ({when}, input set {i + 1})"
+    """Guards intact; then per input set: the inputs unchanged (compared exactly), its reference computed once,
+    and every call's outputs on it within tolerance. One input set's reference is alive at a time."""
     for who, over in reply["overruns"].items():
         if over:
             return f"{_who(who, other)}wrote outside {', '.join(over)} during timing ({when})"
+    by_slot = collections.defaultdict(list)
     for o in reply["outputs"]:
-        slot = o["slot"]
-        what = f"call {slot + 1} of {n}" if slot < n else "the synced latency call"
-        label = f"warm-up, {what}" if when == "warm-up" else f"timed call, {when}, {what}"
-        why, _, _ = checker.compare_files(cfg, o["variant"], o["handles"], call=label,
-                                          expected=expected[o["variant"]])
-        if why:
-            return _who(o["who"], other) + why
+        by_slot[o["slot"]].append(o)
+    for i, v in enumerate(variants):
+        with checker.clock("reference", f"inputs {cfg.id} {when} set {i + 1}"):
+            mine = checker.task.make_inputs(cfg, checker.device, v)
+        with checker.clock("inputs", f"{cfg.id} {when} set {i + 1}"):
+            changed = checker.changed_inputs(cfg, v, reply["input_handles"][i], mine)
+        if changed:
+            return f"input {', '.join(changed)} modified during timing ({when}, input set {i + 1})"
+        if not by_slot[i]:
+            continue
+        with checker.clock("reference", f"expected {cfg.id} {when} set {i + 1}"):
+            expected = checker.expected(cfg, mine)
+        del mine
+        for o in by_slot[i]:
+            what = f"call {i + 1} of {n}" if i < n else "the synced latency call"
+            label = f"warm-up, {what}" if when == "warm-up" else f"timed call, {when}, {what}"
+            why, _, _ = checker.compare_files(cfg, v, o["handles"], call=label, expected=expected)
+            if why:
+                return _who(o["who"], other) + why
+        del expected
     return None
 
 

@@ -56,6 +56,15 @@ def test_cuda_seed_is_correct(name):
     assert_seed_correct(task)
 
 
+@pytest.mark.parametrize("name,fname", [(n, f) for n in list_tasks() for f in load_task(n).seeds.get("cuda", ())[1:]])
+def test_every_further_cuda_seed_is_correct(name, fname):
+    """The seeds beyond the plain one, on the whole small set: the paths the CPU emulator of test_seeds cannot
+    run (thread-block clusters, occupancy queries) run here."""
+    task = load_task(name)
+    ev = evaluate(task, (task.dir / "seeds" / fname).read_text(), CHECK)
+    assert ev.correct, ev.failure
+
+
 # (b) work on a side stream must not look faster ------------------------------------------------------
 TIMING = Options(target="cuda", baselines=("eager",), reps=100, budget_s=0.5, timeout=60)
 

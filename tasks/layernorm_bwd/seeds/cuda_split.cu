@@ -7,7 +7,7 @@
 //                 float4 between a scalar head (up to the first 16-byte boundary: row starts b * N are
 //                 unaligned when N is odd) and a scalar tail.
 //  2. row_finish: one block per row merges its tiles (Chan's parallel variance) into mean, rstd,
-//                 a = mean(gw) and c = mean(gw * xhat), as floats.
+//                 a = mean(gw) and c = mean(gw * xhat) (mean kept in double: rows with |mean| >> std).
 //  3. grad:       grid (column blocks, row groups). Each thread owns COLS_PER_THREAD columns (strided by
 //                 THREADS: coalesced) and walks down its group's rows: grad_x, and from the same loads
 //                 grad_weight and grad_bias (double). One group (few rows): straight to the outputs;
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(THREADS) tile_stats(const float* __restrict__ 
     }
 }
 
-__global__ void __launch_bounds__(THREADS) row_finish(const TileStats* __restrict__ tiles, float* __restrict__ mean_of,
+__global__ void __launch_bounds__(THREADS) row_finish(const TileStats* __restrict__ tiles, double* __restrict__ mean_of,
                            float* __restrict__ rstd_of, float* __restrict__ a_of, float* __restrict__ c_of,
                            int64_t N, int64_t tile_len, int64_t tpr, float eps) {
     __shared__ double sh[2][32];
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(THREADS) row_finish(const TileStats* __restric
     if (threadIdx.x == 0) {
         const double var = v[0] > 0.0 ? v[0] / N : 0.0;
         const double rstd = rsqrt(var + (double)eps);
-        mean_of[b] = (float)mean;
+        mean_of[b] = mean;                 // double: a float mean of rows with |mean| >> std shifts xhat
         rstd_of[b] = (float)rstd;
         a_of[b] = (float)(sum_gw / N);
         c_of[b] = (float)(rstd * v[1] / N);
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(THREADS) row_finish(const TileStats* __restric
 
 // grid (column blocks, G): group blockIdx.y walks rows [y * rows_per_group, (y + 1) * rows_per_group).
 __global__ void __launch_bounds__(THREADS) grad_kernel(const float* __restrict__ grad_out, const float* __restrict__ x,
-                            const float* __restrict__ weight, const float* __restrict__ mean_of,
+                            const float* __restrict__ weight, const double* __restrict__ mean_of,
                             const float* __restrict__ rstd_of, const float* __restrict__ a_of,
                             const float* __restrict__ c_of, float* __restrict__ grad_x,
                             float* __restrict__ dw_out, float* __restrict__ db_out,
@@ -150,14 +150,15 @@ __global__ void __launch_bounds__(THREADS) grad_kernel(const float* __restrict__
         db[c] = 0.0;
     }
     for (int64_t b = b0; b < b1; ++b) {
-        const float m = mean_of[b], r = rstd_of[b], a = a_of[b], cc = c_of[b];
+        const double m = mean_of[b];
+        const float r = rstd_of[b], a = a_of[b], cc = c_of[b];
         const int64_t row = b * N;
         #pragma unroll
         for (int c = 0; c < COLS_PER_THREAD; ++c) {
             const int64_t j = base + (int64_t)c * THREADS;
             if (j < N) {
                 const float g = grad_out[row + j];
-                const float xhat = (x[row + j] - m) * r;
+                const float xhat = (float)((double)x[row + j] - m) * r;   // x - mean exact enough at |mean| >> std
                 grad_x[row + j] = r * (g * w[c] - a - xhat * cc);
                 dw[c] += (double)(g * xhat);
                 db[c] += (double)g;
@@ -197,12 +198,12 @@ extern "C" int backward(const float* grad_out, const float* x, const float* weig
         cudaMemsetAsync(grad_bias, 0, N * sizeof(float), stream);
         return cudaGetLastError() == cudaSuccess ? 0 : 1;
     }
-    // workspace: [mean, rstd, a, c: B floats each] [tile records, later reused for the group partials]
-    const int64_t row_bytes = 4 * B * (int64_t)sizeof(float);      // a multiple of 16
+    // workspace: [mean: B doubles][rstd, a, c: B floats each] [tile records, later reused for the group partials]
+    const int64_t row_bytes = (B * (int64_t)(sizeof(double) + 3 * sizeof(float)) + 15) / 16 * 16;   // keeps tiles aligned
     const int64_t rest = workspace_bytes - row_bytes;
     if (rest < B * (int64_t)sizeof(TileStats)) return 1;
-    float* mean_of = static_cast<float*>(workspace);
-    float* rstd_of = mean_of + B;
+    double* mean_of = static_cast<double*>(workspace);
+    float* rstd_of = reinterpret_cast<float*>(mean_of + B);
     float* a_of = rstd_of + B;
     float* c_of = a_of + B;
     char* region = static_cast<char*>(workspace) + row_bytes;

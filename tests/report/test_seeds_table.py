@@ -1,0 +1,57 @@
+"""experiments/seeds_table.py reads back what `python -m kevolve.evaluate` prints: the per-configuration table
+of `evaluation_report` and the summary JSON, for a correct and a rejected kernel."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from kevolve.judge.results import Evaluation, Measurement, Stats
+from kevolve.report.tables import evaluation_report
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("seeds_table", ROOT / "experiments" / "seeds_table.py")
+seeds_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(seeds_table)
+
+
+def evaluation(correct: bool) -> Evaluation:
+    """Two shapes; the first under two initialisations, the first of them the slower."""
+    ms = (Measurement("B=8,(1,256,256)/tiny/s0", "B=8,(1,256,256)", "tiny", False, correct,
+                      kernel=Stats(0.008, 0.0079, 0.0081, 9) if correct else None, eager=Stats(0.012, 0.011, 0.013, 9),
+                      compile=Stats(0.0068, 0.0066, 0.007, 9), floor_ms=0.002),
+          Measurement("B=8,(1,256,256)/random/s0", "B=8,(1,256,256)", "random", False, correct,
+                      kernel=Stats(0.004, 0.0039, 0.0041, 9) if correct else None, eager=Stats(0.012, 0.011, 0.013, 9),
+                      compile=Stats(0.0068, 0.0066, 0.007, 9), floor_ms=0.002, launch_bound=True),
+          Measurement("B=8192,(4096,)/random/s0", "B=8192,(4096,)", "random", True, correct,
+                      kernel=Stats(0.070, 0.069, 0.071, 9) if correct else None, eager=Stats(0.2, 0.19, 0.21, 9),
+                      compile=Stats(0.0664, 0.066, 0.067, 9), floor_ms=0.064))
+    return Evaluation("layernorm_fwd", "cuda", "c", "bench", True, correct, None if correct else "wrong answer at x",
+                      measurements=ms, device="NVIDIA H200")
+
+
+def log(tmp_path: Path, ev: Evaluation) -> Path:
+    path = tmp_path / "layernorm_fwd__cuda_fast.txt"
+    path.write_text("building...\n" + evaluation_report(ev) + "\n" + json.dumps(ev.summary()) + "\n")
+    return path
+
+
+def test_a_correct_seed_gives_a_row_per_configuration_and_its_geomeans(tmp_path):
+    rows = seeds_table.table_rows(log(tmp_path, evaluation(True)))
+    assert [r[2] for r in rows] == ["B=8,(1,256,256) *", "B=8192,(4096,) (held out)", "geomean"]
+    assert rows[0][:8] == ["layernorm_fwd", "cuda_fast", "B=8,(1,256,256) *", "8.0us", "6.8us", "12.0us", "2.0us", "25%"]
+    assert rows[0][8:] == ["0.85x", "0.85x", "0.85x"]     # the first init's numbers (tiny), the worst init
+    assert rows[1][3] == "70.0us" and rows[1][8:] == ["0.95x", "0.95x", "0.95x"]
+    assert rows[2][8] == f"{(1.7 * 0.85 * 0.0664 / 0.070) ** (1 / 3):.2f}x"
+
+
+def test_a_rejected_seed_gives_one_row_with_the_reason(tmp_path):
+    rows = seeds_table.table_rows(log(tmp_path, evaluation(False)))
+    assert rows[-1][2:4] == ["REJECTED", "wrong answer at x"]
+
+
+def test_a_log_without_a_summary_says_so(tmp_path):
+    path = tmp_path / "rmsnorm_fwd__cuda.txt"
+    path.write_text("Traceback (most recent call last):\n  killed\n")
+    assert seeds_table.table_rows(path) == [["rmsnorm_fwd", "cuda", "REJECTED",
+                                             "no summary: see the log (timeout or crash)"] + [""] * 7]
