@@ -15,7 +15,9 @@ what the harness accepts): "nearly constant" means a kernel that ignores the var
                 tolerance, for every variant (one slice, copied, passes);
 - input_impact: on some shape, redrawing one input alone (each other variant's values in turn) changes no output
                 beyond the tolerance under any init set (a kernel could ignore it); task.yaml's
-                `unused_inputs: {name: why}` names the accepted ones;
+                `unused_inputs: {name: why}` names the accepted ones, `{name: {why: ..., when: COND}}` those
+                accepted only on shapes where COND holds (`C == K and STRIDE == 1`: comparisons of size
+                expressions joined by and/or);
 - init_impact:  on some shape, every init set gives the same outputs within the tolerance (the initialisation
                 changes nothing); pairs that agree are named (LayerNorm's offset inputs do, by design: other
                 data, the same answer, a test of a kernel's numerics); passes with one init set;
@@ -28,12 +30,14 @@ configuration left out by `max_shapes` would pass; the paper's LLM redundancy ch
 """
 from __future__ import annotations
 
+import ast
+import operator
 from dataclasses import dataclass
 from typing import Callable
 
 import yaml
 
-from kevolve.task.spec import Case, Task
+from kevolve.task.spec import Case, Task, TaskError, eval_expr
 
 FILTERS = ("output_std", "output_range", "output_axes", "input_impact", "init_impact", "eager", "compile")
 VARIANTS = 3
@@ -166,9 +170,9 @@ def input_impact(runs: Runs) -> FilterResult:
     task, accepted = runs.task, unused_inputs(runs.task)
     findings, least = [], float("inf")
     for spec in task.inputs:
-        if spec.name in accepted:
-            continue
         for sizes, cases in runs.shapes().items():
+            if spec.name in accepted and accepted[spec.name].holds(cases[0].size_dict):
+                continue
             r = max(_redrawn(runs, case, spec.name) for case in cases)
             least = min(least, r)
             if r <= 1:
@@ -176,7 +180,7 @@ def input_impact(runs: Runs) -> FilterResult:
                                 f"the tolerance under any init set (at most {r:.3g}x)")
     what = "every input changes an output on every shape"
     if accepted:
-        what += " (" + "; ".join(f"{n} accepted as unused: {why}" for n, why in accepted.items()) + ")"
+        what += " (" + "; ".join(f"{n} accepted as unused{u.where()}: {u.why}" for n, u in accepted.items()) + ")"
     return _verdict("input_impact", findings, None if least == float("inf") else least, what)
 
 
@@ -252,14 +256,65 @@ def _listed(x) -> list:
     return list(x) if isinstance(x, (tuple, list)) else [x]
 
 
-def unused_inputs(task: Task) -> dict[str, str]:
-    """task.yaml's `unused_inputs: {name: why}`: inputs the operation takes but does not need (input_impact
-    accepts them); a name that is not an input is an error."""
-    raw = yaml.safe_load((task.dir / "task.yaml").read_text()) or {}
-    declared = {str(k): str(v) for k, v in (raw.get("unused_inputs") or {}).items()}
+@dataclass(frozen=True)
+class Unused:
+    """An input task.yaml accepts as unused: why, and on which shapes (`when`, a condition; None: all)."""
+    why: str
+    when: str | None = None
+
+    def holds(self, sizes: dict[str, int]) -> bool:
+        return self.when is None or _condition(self.when, sizes)
+
+    def where(self) -> str:
+        return f" when {self.when}" if self.when else ""
+
+
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+            ast.Gt: operator.gt, ast.GtE: operator.ge}
+
+
+def _condition(text: str, sizes: dict[str, int]) -> bool:
+    """`text` (comparisons of size expressions joined by and/or/not) on `sizes`; nothing else runs."""
+    def ev(node: ast.AST) -> bool:
+        if isinstance(node, ast.BoolOp):
+            values = [ev(v) for v in node.values]
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return not ev(node.operand)
+        if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+            terms = [eval_expr(ast.unparse(t), sizes) for t in [node.left, *node.comparators]]
+            return all(_COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, terms, terms[1:]))
+        raise TaskError(f"condition {text!r}: only comparisons of size expressions joined by and/or/not")
+    try:
+        return ev(ast.parse(text, mode="eval").body)
+    except SyntaxError as e:
+        raise TaskError(f"condition {text!r} does not parse: {e.msg}") from None
+
+
+def unused_inputs(task: Task) -> dict[str, Unused]:
+    """task.yaml's `unused_inputs: {name: why}` or `{name: {why: ..., when: COND}}`: inputs the operation takes
+    but does not need (on the shapes where COND holds; input_impact accepts them there); a name that is not
+    an input, or a condition that does not evaluate on every configuration, is an error."""
+    path = task.dir / "task.yaml"
+    raw = yaml.safe_load(path.read_text()) or {}
+    declared: dict[str, Unused] = {}
+    for k, v in (raw.get("unused_inputs") or {}).items():
+        if isinstance(v, dict):
+            if set(v) - {"why", "when"} or "why" not in v:
+                raise ValueError(f"{path}: unused_inputs.{k} takes `why` and optionally `when`, got {sorted(v)}")
+            declared[str(k)] = Unused(str(v["why"]), str(v["when"]) if v.get("when") is not None else None)
+        else:
+            declared[str(k)] = Unused(str(v))
     wrong = set(declared) - {s.name for s in task.inputs}
     if wrong:
-        raise ValueError(f"{task.dir / 'task.yaml'}: unused_inputs names {sorted(wrong)}, which are not inputs")
+        raise ValueError(f"{path}: unused_inputs names {sorted(wrong)}, which are not inputs")
+    for name, u in declared.items():
+        for shape_set in task.shape_sets:
+            for case in task.configs(shape_set):
+                try:
+                    u.holds(case.size_dict)
+                except TaskError as e:
+                    raise ValueError(f"{path}: unused_inputs.{name}: {e}") from None
     return declared
 
 

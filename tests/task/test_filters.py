@@ -185,3 +185,26 @@ def test_cli_list_shows_every_task_with_sets_floors_and_seeds(capsys):
         assert f"= {n}" in line
         for key, seeds in t.seeds.items():
             assert f"{key} {len(seeds)}" in line
+
+
+def test_an_input_accepted_as_unused_only_where_its_condition_holds(tmp_path):
+    """resnet_block_fwd's projection is unused on identity-shortcut shapes only: on the others a kernel that
+    ignored it would be caught, so dropping the condition there is what input_impact must flag."""
+    import shutil
+    import yaml
+    from kevolve.task.filters import input_impact, Runs, unused_inputs
+    t = load_task("resnet_block_fwd")
+    assert unused_inputs(t)["downsample_weight"].holds({"C": 16, "K": 16, "STRIDE": 1})
+    assert not unused_inputs(t)["downsample_weight"].holds({"C": 16, "K": 32, "STRIDE": 1})
+    folder = tmp_path / t.name
+    shutil.copytree(t.dir, folder)
+    raw = yaml.safe_load((folder / "task.yaml").read_text())
+    raw["unused_inputs"]["downsample_weight"]["when"] = "C == K and STRIDE == 2"     # wrong: flags identity shapes
+    (folder / "task.yaml").write_text(yaml.safe_dump(raw))
+    wrong = load_task(folder)
+    result = input_impact(Runs(wrong, "small", "cpu", 3, None))
+    assert not result.passed and "downsample_weight" in result.detail
+    raw["unused_inputs"]["downsample_weight"]["when"] = "C === K"
+    (folder / "task.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ValueError, match="unused_inputs.downsample_weight: condition 'C === K' does not parse"):
+        unused_inputs(load_task(folder))

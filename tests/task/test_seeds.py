@@ -1,6 +1,6 @@
 """Every seed kernel of every task keeps its contract, on the CPU: it passes the static rules; each task has
-at least two structurally different seeds per target and knobs for the knob-mutation operator to turn (the
-mnist_* tasks: one plain seed per target);
+at least two structurally different seeds per target and knobs for the knob-mutation operator to turn (one,
+the plain one, for the mnist_*, GEMM and convolution tasks);
 every CPU seed is correct on the whole small set for every value of every knob (the others at their
 defaults), and passes the harness at its defaults; every CUDA seed compiles with nvcc for every knob value
 (`slow`, skipped without nvcc) and computes the right answer under a CPU emulator of CUDA (`slow`).
@@ -34,11 +34,12 @@ from kevolve.judge.options import Options
 from kevolve.task import Case, Task, list_tasks, load_task
 from kevolve.judge.rules import check
 from test_tasks import worst_ratio  # the harness's tolerance test, shared
+import big_tables
 import mnist_tables
 
 TASKS = list_tasks()
 KEYS = {"cpu": ("cpu", "c"), "cuda": ("cuda", "c"), "torch-cuda": ("cuda", "torch"), "torch-cpu": ("cpu", "torch")}
-ONE_SEED = mnist_tables.TASKS   # tasks that start from one plain seed per target (robust-kbench's mnist_* tasks)
+ONE_SEED = mnist_tables.TASKS | big_tables.TASKS   # one plain seed per target (robust-kbench's mnist_* tasks, issue 13's GEMM and convolution tasks)
 PAD = 64                # guard elements on each side of every buffer (a multiple of 4: keeps 16-byte alignment)
 torch.set_num_threads(2)
 
@@ -169,6 +170,8 @@ def test_each_task_has_two_seeds_per_target_the_plain_one_first_and_knobs(name, 
     paths = task(name).seed_paths(target)
     if name in ONE_SEED:                             # one plain seed per target, with or without knobs
         assert paths[0].name == {"cpu": "cpu.cpp", "cuda": "cuda.cu"}[target]
+        if name in big_tables.TASKS:
+            assert knobs.parse(paths[0].read_text()), f"{name}: the {target} seed marks no knob"
         return
     assert len(paths) >= 2, f"{name}: one {target} seed only"
     assert paths[0].name == {"cpu": "cpu.cpp", "cuda": "cuda.cu"}[target]
@@ -537,7 +540,7 @@ def test_cuda_seed_is_correct_under_the_cpu_emulator(v, reverse, emulator_dir):
     t = task(name)
     configs = emulator_configs(t)
     if fname == "cuda.cu":       # one block of THREADS fibers per row: leave out the 65536-row shapes
-        configs = [c for c in configs if c.size_dict["B"] <= 8192]
+        configs = [c for c in configs if c.size_dict.get("B", 0) <= 8192]
     if knob:                     # the whole list at the defaults; for a knob value, every other one and the last two
         configs = configs[::2] + configs[-2:]
     kernel = emulated_kernel(name, variant_source(*v), emulator_dir, reverse)

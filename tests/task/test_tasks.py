@@ -17,11 +17,13 @@ from kevolve.operators import knobs
 from kevolve.task.abi import CKernel, c_prototype
 from kevolve.judge.build import build
 from kevolve.task import Task, list_tasks, load_task
+import big_tables
 import mnist_tables
 
 TASKS = list_tasks()
 EXPECTED = {"layernorm_fwd", "layernorm_bwd", "rmsnorm_fwd", "rmsnorm_bwd", "cross_entropy_fwd", "cross_entropy_bwd"}
 EXPECTED |= mnist_tables.TASKS                                      # robust-kbench's mnist_* tasks
+EXPECTED |= big_tables.TASKS                                        # issue 13: GEMM and convolution tasks
 MAX_SMALL_ELEMENTS = 1_200_000
 torch.set_num_threads(2)
 
@@ -90,6 +92,7 @@ INDEPENDENT = {
     "cross_entropy_bwd": _cross_entropy_bwd,
 }
 INDEPENDENT.update(mnist_tables.INDEPENDENT)                        # robust-kbench's mnist_* tasks
+INDEPENDENT.update(big_tables.INDEPENDENT)                          # issue 13: GEMM and convolution tasks
 
 
 # ---------------------------------------------------------------- slightly wrong kernels (float64)
@@ -120,6 +123,7 @@ def wrong_kernels(name: str) -> dict:
     if _unbiased(name):
         out["unbiased variance"] = _unbiased(name)
     out.update(mnist_tables.wrong_kernels(name, t.reference))       # robust-kbench's mnist_* tasks
+    out.update(big_tables.wrong_kernels(name, t.reference))         # issue 13: GEMM and convolution tasks
     return out
 
 
@@ -173,7 +177,7 @@ def test_seed_files_exist_for_every_target_and_abi(name):
     t = task(name)
     assert t.seed_path("cpu").suffix == ".cpp"
     assert t.seed_path("cuda").suffix == ".cu"
-    if name in mnist_tables.TASKS and "torch-cuda" not in t.seeds:  # robust-kbench's mnist_* tasks: C ABI seeds
+    if name in mnist_tables.TASKS | big_tables.TASKS and "torch-cuda" not in t.seeds:  # C ABI seeds only
         return
     assert t.seed_path("cuda", "torch").read_text().count("PYBIND11_MODULE(TORCH_EXTENSION_NAME") == 1
 
@@ -261,6 +265,7 @@ MISTAKES = [(n, "off by 1e-3") for n in TASKS]
 MISTAKES += [(n, "eps dropped") for n in TASKS if n.startswith(("layernorm", "rmsnorm"))]
 MISTAKES += [(n, "unbiased variance") for n in TASKS if n.startswith("layernorm")]
 MISTAKES += mnist_tables.mistakes(TASKS)                            # robust-kbench's mnist_* tasks
+MISTAKES += big_tables.mistakes(TASKS)                              # issue 13: GEMM and convolution tasks
 
 
 @pytest.mark.parametrize("name,kind", MISTAKES)
