@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from kevolve.judge import build as builder
-from kevolve.judge import exchange, noise, rules, symbols, timed
+from kevolve.judge import exchange, gpu_lock, noise, rules, symbols, timed
 from kevolve.judge.checks import Checker
 from kevolve.judge.options import Options
 from kevolve.judge.phases import Phases
@@ -110,6 +110,7 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         if options.target == "cuda":
             ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
             worker.call("set_exchange", 60, ipc=ipc)
+            clock.gpu = _device_lock(info)
         checker = Checker(task, options, clock, reuse.references if reuse else None)
         for i, cfg in enumerate(configs):
             m = checker.check_config(worker, i, cfg)
@@ -180,6 +181,17 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
     return out, None, reused, noise.ratio_ci(pairs)
 
 
+_LOCKS: dict[str, gpu_lock.DeviceLock] = {}
+
+
+def _device_lock(info: dict) -> gpu_lock.DeviceLock:
+    """This process's lock of the worker's GPU (by UUID; by name and bus where the worker gives none)."""
+    key = str(info.get("uuid") or info.get("device") or "cuda")
+    if key not in _LOCKS:
+        _LOCKS[key] = gpu_lock.DeviceLock(key)
+    return _LOCKS[key]
+
+
 def _failed(m: Measurement, why: str, checked: int) -> Measurement:
     return Measurement(**{**m.__dict__, "correct": False, "failure": why, "checked_calls": checked})
 
@@ -228,8 +240,11 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
             ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
             worker.call("set_exchange", 60, ipc=ipc)
         checker = Checker(task, options)
+        if options.target == "cuda":
+            checker.clock.gpu = _device_lock(info)
         for i in sorted(_timed_configs(configs, options)):
-            t = timed.time_config(worker, checker, configs[i], i, options, (), other=True)
+            with checker.clock("time", configs[i].id):
+                t = timed.time_config(worker, checker, configs[i], i, options, (), other=True)
             if t.failure:
                 return result(f"{configs[i].id}: {t.failure}")
             ids.append(configs[i].id)

@@ -8,23 +8,39 @@ import os
 import sys
 import time
 
+from kevolve.judge.gpu_lock import DeviceLock
+
 
 class Phases:
     """Wall seconds per judging phase: `load` (worker start, library load), `check` (the worker's correctness
     calls and output export), `reference` (this process: inputs, float64 reference, comparison),
     `baselines` (torch.compile per shape), `time` (interleaved timing, verification included) and, inside it,
     `setup` (buffers, warm-up, graph capture), `round` (the worker's timed rounds) and `inputs` (the exact input
-    comparison). Nested phases count in both. Tells where a slow judgement goes."""
+    comparison). Nested phases count in both. Tells where a slow judgement goes.
+
+    With a device lock (`gpu`, set once the worker names its GPU) the phases that put work on the device hold
+    it (`GPU_PHASES`: shared, `time` exclusive; `judge.gpu_lock`), and the seconds spent waiting for it are
+    the phase `gpu wait`."""
+
+    GPU_PHASES = {"check": False, "reference": False, "baselines": False, "time": True}   # phase -> exclusive
 
     def __init__(self, trace: bool | None = None):
         self.seconds: dict[str, float] = collections.defaultdict(float)
         self.trace = bool(os.environ.get("KEVOLVE_TRACE")) if trace is None else trace
+        self.gpu: DeviceLock | None = None
 
     @contextlib.contextmanager
     def __call__(self, phase: str, what: str = ""):
         t0 = time.perf_counter()
+        held = contextlib.nullcontext()
+        if self.gpu is not None and phase in self.GPU_PHASES:
+            waited = self.gpu.waited
+            held = self.gpu.hold(self.GPU_PHASES[phase])
         try:
-            yield
+            with held:
+                if self.gpu is not None and phase in self.GPU_PHASES and self.gpu.waited > waited:
+                    self.seconds["gpu wait"] += self.gpu.waited - waited
+                yield
         finally:
             dt = time.perf_counter() - t0
             self.seconds[phase] += dt

@@ -1,0 +1,106 @@
+"""Contracts of kevolve.judge.gpu_lock: across processes, no shared hold overlaps an exclusive one on the same
+device; a waiting writer is not starved by readers that keep coming; holds nest; a killed holder frees the
+lock; the judge's GPU phases take it (shared for checks, exclusive for timing)."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+
+import pytest
+
+from kevolve.judge.gpu_lock import DeviceLock
+from kevolve.judge.phases import Phases
+
+
+def _worker(where: str, exclusive: bool, log: str, hold_s: float, start: float) -> None:
+    lock = DeviceLock("GPU-test", where=__import__("pathlib").Path(where))
+    time.sleep(max(0.0, start - time.time()))
+    with lock.hold(exclusive):
+        t0 = time.time()
+        time.sleep(hold_s)
+        t1 = time.time()
+    with open(log, "a") as f:
+        f.write(f"{'X' if exclusive else 'S'} {t0:.6f} {t1:.6f}\n")
+
+
+def _spans(log) -> list[tuple[str, float, float]]:
+    return [(k, float(a), float(b)) for k, a, b in (line.split() for line in log.read_text().splitlines())]
+
+
+def test_exclusive_holds_never_overlap_any_other_hold(tmp_path):
+    log, start = tmp_path / "log", time.time() + 0.5
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path), i % 3 == 0, str(log), 0.15, start + 0.02 * i))
+             for i in range(9)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    spans = _spans(log)
+    assert len(spans) == 9
+    shared = [s for s in spans if s[0] == "S"]
+    assert any(a[1] < b[2] and b[1] < a[2] for a in shared for b in shared if a is not b), "readers never shared"
+    for x in (s for s in spans if s[0] == "X"):
+        for o in spans:
+            if o is not x:
+                assert o[2] <= x[1] or o[1] >= x[2], f"{o} overlaps exclusive {x}"
+
+
+def test_a_waiting_writer_goes_before_readers_that_come_after_it(tmp_path):
+    log, start = tmp_path / "log", time.time() + 0.5
+    ctx = mp.get_context("spawn")
+    first = ctx.Process(target=_worker, args=(str(tmp_path), False, str(log), 0.6, start))
+    writer = ctx.Process(target=_worker, args=(str(tmp_path), True, str(log), 0.1, start + 0.2))
+    late = [ctx.Process(target=_worker, args=(str(tmp_path), False, str(log), 0.6, start + 0.3 + 0.1 * i))
+            for i in range(3)]
+    for p in [first, writer, *late]:
+        p.start()
+    for p in [first, writer, *late]:
+        p.join(30)
+    spans = _spans(log)
+    x = next(s for s in spans if s[0] == "X")
+    assert x[1] < min(s[1] for s in spans if s[0] == "S" and s[1] > start + 0.25), spans
+
+
+def _hold_forever(where: str) -> None:
+    with DeviceLock("GPU-test", where=__import__("pathlib").Path(where)).hold(True):
+        time.sleep(60)
+
+
+def test_holds_nest_and_a_killed_holder_frees_the_lock(tmp_path):
+    lock = DeviceLock("GPU-test", where=tmp_path)
+    with lock.hold(True):
+        with lock.hold(False):                  # nested: keeps the outer exclusive hold, no deadlock
+            pass
+    p = mp.get_context("spawn").Process(target=_hold_forever, args=(str(tmp_path),))
+    p.start()
+    time.sleep(1.5)
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(10)
+    t0 = time.perf_counter()
+    with lock.hold(True):
+        pass
+    assert time.perf_counter() - t0 < 5
+
+
+def test_judging_phases_take_the_device_lock(tmp_path):
+    clock = Phases(trace=False)
+    clock.gpu = DeviceLock("GPU-test", where=tmp_path)
+    other = DeviceLock("GPU-test", where=tmp_path)
+    import fcntl
+    for phase, exclusive in [("check", False), ("reference", False), ("baselines", False), ("time", True)]:
+        with clock(phase):
+            fd = other._open()[1]
+            with pytest.raises(BlockingIOError):    # another process's view: an exclusive request must wait
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if exclusive:
+                with pytest.raises(BlockingIOError):
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            else:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+    with clock("load"):                              # not a device phase: nothing held
+        fcntl.flock(other._open()[1], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(other._open()[1], fcntl.LOCK_UN)
