@@ -71,8 +71,9 @@ def _number(value: str) -> float | None:
         return None
 
 
-def parse(csv_text: str) -> tuple[KernelProfile, ...]:
-    """One KernelProfile per kernel name, in the order of first launch (see the module's guarantees)."""
+def parse(csv_text: str, metrics=METRICS) -> tuple[KernelProfile, ...]:
+    """One KernelProfile per kernel name, in the order of first launch (see the module's guarantees); the
+    metrics read are `metrics`' keys."""
     lines = csv_text.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
     if start is None:
@@ -86,7 +87,7 @@ def parse(csv_text: str) -> tuple[KernelProfile, ...]:
             continue
         launches.setdefault(name, set()).add(row.get("ID", ""))
         metric, value = row.get("Metric Name", ""), _number(row.get("Metric Value") or "")
-        if metric in METRICS and value is not None:
+        if metric in metrics and value is not None:
             sums.setdefault(name, {}).setdefault(metric, []).append(value)
             units.setdefault(name, {})[metric] = row.get("Metric Unit") or ""
     return tuple(KernelProfile(name, len(ids), {m: sum(v) / len(v) for m, v in sums[name].items()}, units[name])
@@ -122,9 +123,9 @@ def largest_shown(task: Task, shapes: str) -> tuple[int, Case]:
     return max(shown, key=lambda ic: (task.floor(ic[1].size_dict), -ic[0]))
 
 
-def argv(ncu: str, log: str) -> list[str]:
+def argv(ncu: str, log: str, metrics=METRICS) -> list[str]:
     return [ncu, "--csv", "--log-file", log, "--target-processes", "all", "--kernel-name-base", "demangled",
-            "--metrics", ",".join(METRICS)]
+            "--metrics", ",".join(metrics)]
 
 
 def profile(task: Task, lib: str, options: Options, module: str | None, ncu: str, timeout: float = 300.0) -> Profile:
