@@ -1,4 +1,6 @@
-"""Progress bars for steps that take more than a few seconds (rendering a report, W&B's end-of-run tables).
+"""Progress bars for steps that take more than a few seconds: a judgement's checks and timing (`python -m
+kevolve.evaluate`; in a search the evaluators' output is no terminal, so they show none), rendering a report,
+W&B's end-of-run tables.
 
 `bar(iterable, desc)` is a tqdm bar on stderr when both stdout and stderr are terminals, and the bare iterable
 otherwise: logs, pipes and CI stay clean. The search's own live line is the driver's (`Driver._progress`).

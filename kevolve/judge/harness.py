@@ -34,6 +34,7 @@ from kevolve.judge.phases import Phases
 from kevolve.judge.process import WorkerDied, WorkerProcess
 from kevolve.judge.results import Comparison, Evaluation, Measurement, Stats
 from kevolve.judge.reuse import Baselines, BaselineTimes, Reuse
+from kevolve.progress import bar
 from kevolve.task.spec import Task
 
 
@@ -112,7 +113,7 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             worker.call("set_exchange", 60, ipc=ipc)
             clock.gpu = _device_lock(info)
         checker = Checker(task, options, clock, reuse.references if reuse else None)
-        for i, cfg in enumerate(configs):
+        for i, cfg in enumerate(bar(configs, "checking")):
             m = checker.check_config(worker, i, cfg)
             measurements.append(m)
             if not m.correct:
@@ -143,7 +144,7 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
     bootstrap interval."""
     out, reused, pairs = [], False, []
     chosen = _timed_configs(configs, options)
-    for i, (cfg, m) in enumerate(zip(configs, measurements)):
+    for i, (cfg, m) in enumerate(bar(list(zip(configs, measurements)), "timing (baselines compile first)")):
         if i not in chosen:
             out.append(m)
             continue
