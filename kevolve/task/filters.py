@@ -35,15 +35,13 @@ configuration left out by `max_shapes` would pass; the paper's LLM redundancy ch
 """
 from __future__ import annotations
 
-import ast
-import operator
 from dataclasses import dataclass
 from typing import Callable
 
 import yaml
 
 from kevolve.task.precision import strict_float32
-from kevolve.task.spec import Case, Task, TaskError, eval_expr
+from kevolve.task.spec import Case, Task, TaskError, eval_condition
 
 FILTERS = ("output_std", "output_range", "output_axes", "input_impact", "init_impact", "eager", "compile")
 VARIANTS = 3
@@ -387,32 +385,10 @@ class Unused:
     when: str | None = None
 
     def holds(self, sizes: dict[str, int]) -> bool:
-        return self.when is None or _condition(self.when, sizes)
+        return self.when is None or eval_condition(self.when, sizes)
 
     def where(self) -> str:
         return f" when {self.when}" if self.when else ""
-
-
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge}
-
-
-def _condition(text: str, sizes: dict[str, int]) -> bool:
-    """`text` (comparisons of size expressions joined by and/or/not) on `sizes`; nothing else runs."""
-    def ev(node: ast.AST) -> bool:
-        if isinstance(node, ast.BoolOp):
-            values = [ev(v) for v in node.values]
-            return all(values) if isinstance(node.op, ast.And) else any(values)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return not ev(node.operand)
-        if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
-            terms = [eval_expr(ast.unparse(t), sizes) for t in [node.left, *node.comparators]]
-            return all(_COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, terms, terms[1:]))
-        raise TaskError(f"condition {text!r}: only comparisons of size expressions joined by and/or/not")
-    try:
-        return ev(ast.parse(text, mode="eval").body)
-    except SyntaxError as e:
-        raise TaskError(f"condition {text!r} does not parse: {e.msg}") from None
 
 
 def unused_inputs(task: Task) -> dict[str, Unused]:
