@@ -81,32 +81,39 @@ def measure(name: str, shapes: str, device: str, inits: str, max_macs: float, on
             print(f"  {c.id:48s} skipped ({macs(task, c.size_dict):.3g} multiply-adds)")
             continue
         start = time.perf_counter()
-        inputs = task.make_inputs(c, device)
-        up = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
-        refs = task.call_reference(up, c)
-        del up
-        set_strict_float32()
-        fp32 = worst(task, task.call_baseline(inputs, c), refs)
-        comp = ""
-        if with_compile:
-            try:
-                comp = f"   compile {worst(task, _listed(compiled(task, c)(inputs)), refs):8.3f}"
-            except Exception as e:                        # noqa: BLE001 - the failure is the finding
-                comp = f"   compile failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
-            torch._dynamo.reset()
-        if device == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-            low = worst(task, task.call_baseline(inputs, c), refs)
-            set_strict_float32()
-        else:
-            low = worst(task, task.call_reference({k: tf32(v.double() if v.is_floating_point() else v)
-                                                   for k, v in inputs.items()}, c), refs)
-        print(f"  {c.id:48s} float32 {fp32:8.3f}{comp}   tf32 {low:10.3f}   ({time.perf_counter() - start:.1f} s)",
-              flush=True)
-        del inputs, refs
+        try:
+            one(task, c, device, with_compile, start)
+        except Exception as e:                            # noqa: BLE001 - say it, go on with the next one
+            print(f"  {c.id:48s} failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
+
+
+def one(task, c, device: str, with_compile: bool, start: float) -> None:
+    """One configuration's line: eager float32, torch.compile (optional), TF32."""
+    inputs = task.make_inputs(c, device)
+    up = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+    refs = task.call_reference(up, c)
+    del up
+    set_strict_float32()
+    fp32 = worst(task, task.call_baseline(inputs, c), refs)
+    comp = ""
+    if with_compile:
+        try:
+            comp = f"   compile {worst(task, _listed(compiled(task, c)(inputs)), refs):8.3f}"
+        except Exception as e:                        # noqa: BLE001 - the failure is the finding
+            comp = f"   compile failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+        torch._dynamo.reset()
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        low = worst(task, task.call_baseline(inputs, c), refs)
+        set_strict_float32()
+    else:
+        low = worst(task, task.call_reference({k: tf32(v.double() if v.is_floating_point() else v)
+                                               for k, v in inputs.items()}, c), refs)
+    print(f"  {c.id:48s} float32 {fp32:8.3f}{comp}   tf32 {low:10.3f}   ({time.perf_counter() - start:.1f} s)",
+          flush=True)
 
 
 def _listed(x) -> list:
