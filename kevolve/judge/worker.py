@@ -59,9 +59,8 @@ class Worker:
         import torch
         from kevolve.task.spec import load_task
         from kevolve.task.abi import CKernel, TorchKernel
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
+        from kevolve.task.precision import set_strict_float32
+        set_strict_float32()                        # torch's baselines in IEEE float32, as the task filters compute them
         if threads:
             torch.set_num_threads(threads)
         self.target, self.abi, self.exchange = target, abi, Path(exchange)

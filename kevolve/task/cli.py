@@ -81,8 +81,13 @@ def _set(t: Task, name: str) -> str:
     cases = t.shape_sets[name]
     shapes = {(c.sizes, c.label, c.heldout) for c in cases}
     held = sum(1 for s in shapes if s[2])
-    inits, seeds = {c.init for c in cases}, {c.seed for c in cases}
-    return f"{len(shapes) - held}+{held} x{len(inits)} x{len(seeds)} = {len(cases)}"
+    seeds = {c.seed for c in cases}
+    per_shape: dict = {}
+    for c in cases:                                  # a configuration may list its own init sets
+        per_shape.setdefault((c.sizes, c.label, c.heldout), set()).add(c.init)
+    counts = sorted({len(v) for v in per_shape.values()})
+    inits = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f"{len(shapes) - held}+{held} x{inits} x{len(seeds)} = {len(cases)}"
 
 
 def _span(values: list[int], unit: str) -> str:

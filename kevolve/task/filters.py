@@ -25,19 +25,23 @@ what the harness accepts): "nearly constant" means a kernel that ignores the var
 - compile:      so does torch.compile's (compiled per shape as the worker compiles it, dynamic=False).
 Integer outputs compare exactly; where the reference is NaN or Inf any value passes, as in the harness.
 Guarantees: each filter returns a frozen `FilterResult(name, passed, detail)`; the detail names the worst
-configuration and the margin (×tolerance). Not guaranteed: that a task that passes is interesting, or that a
+configuration and the margin (×tolerance). torch's results are computed as the judge's worker computes its
+baselines: IEEE float32, TF32 off for cuBLAS and cuDNN (`precision.strict_float32`, the caller's settings restored
+after). A run goes configuration by configuration, every filter looking at one before the next is drawn: it holds
+one configuration's inputs and references (its input variants, their float64 outputs) and, for init_impact, the
+first variant's outputs of the shape's other init sets, kept on the host; on CUDA the device memory goes back to
+the driver after each configuration, torch.compile's code after each shape (`torch._dynamo.reset()`). Not guaranteed: that a task that passes is interesting, or that a
 configuration left out by `max_shapes` would pass; the paper's LLM redundancy check is not run.
 """
 from __future__ import annotations
 
-import ast
-import operator
 from dataclasses import dataclass
 from typing import Callable
 
 import yaml
 
-from kevolve.task.spec import Case, Task, TaskError, eval_expr
+from kevolve.task.precision import strict_float32
+from kevolve.task.spec import Case, Task, TaskError, eval_condition
 
 FILTERS = ("output_std", "output_range", "output_axes", "input_impact", "init_impact", "eager", "compile")
 VARIANTS = 3
@@ -51,7 +55,8 @@ class FilterResult:
 
 
 class Runs:
-    """The configurations a filter run looks at, their inputs and float64 reference outputs, cached."""
+    """The configurations a filter run looks at, and the inputs and float64 reference outputs of the configuration
+    being looked at, cached until `release` (so a run holds one configuration's tensors at a time, not a set's)."""
 
     def __init__(self, task: Task, shapes: str, device: str, variants: int, max_shapes: int | None):
         self.task, self.device, self.variants = task, device, variants
@@ -89,17 +94,44 @@ class Runs:
     def _shaped(self, case: Case, outs: list) -> list:
         return [o.reshape(self.task.shape(s, case.size_dict)) for s, o in zip(self.task.outputs, outs)]
 
+    def release(self) -> None:
+        """Drops every cached input and output; on CUDA the freed memory goes back to the driver, so that other
+        processes on the GPU can have it."""
+        self._inputs.clear()
+        self._outputs.clear()
+        if str(self.device).startswith("cuda"):
+            import gc
+            import torch
+            gc.collect()
+            torch.cuda.empty_cache()
+
 
 def run(task: Task, shapes: str = "small", device: str = "cpu", filters: tuple[str, ...] = FILTERS,
         variants: int = VARIANTS, max_shapes: int | None = None) -> tuple[FilterResult, ...]:
-    """Runs `filters` on `task`'s shape set `shapes` on `device` (at most `max_shapes` shapes, the cheapest)."""
+    """Runs `filters` on `task`'s shape set `shapes` on `device` (at most `max_shapes` shapes, the cheapest):
+    configuration by configuration, every filter looking at one before the next is drawn, in IEEE float32 as
+    the judge's worker computes torch's baselines (`precision.strict_float32`)."""
     unknown = set(filters) - set(FILTERS)
     if unknown:
         raise ValueError(f"unknown filters {sorted(unknown)}; known: {', '.join(FILTERS)}")
     if variants < 2:
         raise ValueError(f"variants must be at least 2 (got {variants}): a filter compares input variants")
     runs = Runs(task, shapes, device, variants, max_shapes)
-    return tuple(IMPLEMENTATIONS[f](runs) for f in filters)
+    scans = [SCANS[f](runs) for f in filters]
+    with strict_float32():
+        try:
+            for cases in runs.shapes().values():
+                for case in cases:
+                    for scan in scans:
+                        scan.case(case)
+                    runs.release()
+                for scan in scans:
+                    scan.shape(cases)
+        finally:
+            for scan in scans:
+                scan.close()
+            runs.release()
+    return tuple(scan.result() for scan in scans)
 
 
 # ---------------------------------------------------------------- the comparison the harness makes
@@ -124,132 +156,222 @@ def _verdict(name: str, findings: list[str], margin: float | None, what: str) ->
 
 
 # ---------------------------------------------------------------- the filters
-def output_std(runs: Runs) -> FilterResult:
-    findings, least = [], float("inf")
-    for case in runs.cases:
-        first = runs.outputs(case, 0)
-        for j, spec in enumerate(runs.task.outputs):
-            r = max(ratio(first[j], runs.outputs(case, v)[j], runs.task) for v in range(1, runs.variants))
-            least = min(least, r)
+class Scan:
+    """One filter over a run: `case` looks at one configuration while `runs` caches its tensors, `shape` follows
+    the last configuration of a shape, `close` drops what the filter kept, `result` is the verdict."""
+    name = ""
+
+    def __init__(self, runs: Runs):
+        self.runs, self.task = runs, runs.task
+        self.findings: list[str] = []
+        self.least = float("inf")
+
+    def case(self, case: Case) -> None:
+        pass
+
+    def shape(self, cases: list[Case]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def result(self) -> FilterResult:
+        raise NotImplementedError
+
+    def _verdict(self, what: str, margin: bool = True) -> FilterResult:
+        least = self.least if margin and self.least != float("inf") else None
+        return _verdict(self.name, self.findings, least, what)
+
+
+class OutputStd(Scan):
+    name = "output_std"
+
+    def case(self, case: Case) -> None:
+        runs, first = self.runs, self.runs.outputs(case, 0)
+        for j, spec in enumerate(self.task.outputs):
+            r = max(ratio(first[j], runs.outputs(case, v)[j], self.task) for v in range(1, runs.variants))
+            self.least = min(self.least, r)
             if r <= 1:
-                findings.append(f"{spec.name} at {case.id}: one answer passes all {runs.variants} input variants "
-                                f"(they differ by at most {r:.3g}x tolerance)")
-    return _verdict("output_std", findings, least, f"outputs change with the inputs on all {len(runs.cases)} configurations")
+                self.findings.append(f"{spec.name} at {case.id}: one answer passes all {runs.variants} input "
+                                     f"variants (they differ by at most {r:.3g}x tolerance)")
+
+    def result(self) -> FilterResult:
+        return self._verdict(f"outputs change with the inputs on all {len(self.runs.cases)} configurations")
 
 
-def output_range(runs: Runs) -> FilterResult:
-    import torch
-    findings, least = [], float("inf")
-    for case in runs.cases:
-        for j, spec in enumerate(runs.task.outputs):
-            r = max(ratio(torch.zeros_like(o[j]), o[j], runs.task)
+class OutputRange(Scan):
+    name = "output_range"
+
+    def case(self, case: Case) -> None:
+        import torch
+        runs = self.runs
+        for j, spec in enumerate(self.task.outputs):
+            r = max(ratio(torch.zeros_like(o[j]), o[j], self.task)
                     for o in (runs.outputs(case, v) for v in range(runs.variants)))
-            least = min(least, r)
+            self.least = min(self.least, r)
             if r <= 1:
-                findings.append(f"{spec.name} at {case.id}: zeros pass (outputs at most {r:.3g}x tolerance)")
-    return _verdict("output_range", findings, least, "zeros fail every output on every configuration")
+                self.findings.append(f"{spec.name} at {case.id}: zeros pass (outputs at most {r:.3g}x tolerance)")
+
+    def result(self) -> FilterResult:
+        return self._verdict("zeros fail every output on every configuration")
 
 
-def output_axes(runs: Runs) -> FilterResult:
-    findings, least = [], float("inf")
-    for case in runs.cases:
-        for j, spec in enumerate(runs.task.outputs):
-            shape = runs.task.shape(spec, case.size_dict)
+class OutputAxes(Scan):
+    name = "output_axes"
+
+    def case(self, case: Case) -> None:
+        runs = self.runs
+        for j, spec in enumerate(self.task.outputs):
+            shape = self.task.shape(spec, case.size_dict)
             for axis in (a for a, n in enumerate(shape) if n > 1):
-                r = max(ratio(o.narrow(axis, 0, 1).expand_as(o), o, runs.task)
+                r = max(ratio(o.narrow(axis, 0, 1).expand_as(o), o, self.task)
                         for o in (runs.outputs(case, v)[j] for v in range(runs.variants)))
-                least = min(least, r)
+                self.least = min(self.least, r)
                 if r <= 1:
-                    findings.append(f"{spec.name} at {case.id}: constant along axis {axis} of {list(shape)} "
-                                    f"(within {r:.3g}x tolerance)")
-    return _verdict("output_axes", findings, None if least == float("inf") else least,
-                    "every output varies along every axis longer than 1")
+                    self.findings.append(f"{spec.name} at {case.id}: constant along axis {axis} of {list(shape)} "
+                                         f"(within {r:.3g}x tolerance)")
+
+    def result(self) -> FilterResult:
+        return self._verdict("every output varies along every axis longer than 1")
 
 
-def input_impact(runs: Runs) -> FilterResult:
-    task, accepted = runs.task, unused_inputs(runs.task)
-    findings, least = [], float("inf")
-    for spec in task.inputs:
-        for sizes, cases in runs.shapes().items():
-            if spec.name in accepted and accepted[spec.name].holds(cases[0].size_dict):
-                continue
-            r = max(_redrawn(runs, case, spec.name) for case in cases)
-            least = min(least, r)
+class InputImpact(Scan):
+    name = "input_impact"
+
+    def __init__(self, runs: Runs):
+        super().__init__(runs)
+        self.accepted = unused_inputs(self.task)
+        self.moved: dict[str, float] = {}            # input -> the most it moved an output on this shape so far
+
+    def case(self, case: Case) -> None:
+        for spec in self.task.inputs:
+            u = self.accepted.get(spec.name)
+            if u is None or not u.holds(case.size_dict):
+                self.moved[spec.name] = max(self.moved.get(spec.name, 0.0), self._redrawn(case, spec.name))
+
+    def shape(self, cases: list[Case]) -> None:
+        for name, r in self.moved.items():
+            self.least = min(self.least, r)
             if r <= 1:
-                findings.append(f"input {spec.name} at {cases[0].shape_id}: redrawing it changes no output beyond "
-                                f"the tolerance under any init set (at most {r:.3g}x)")
-    what = "every input changes an output on every shape"
-    if accepted:
-        what += " (" + "; ".join(f"{n} accepted as unused{u.where()}: {u.why}" for n, u in accepted.items()) + ")"
-    return _verdict("input_impact", findings, None if least == float("inf") else least, what)
+                self.findings.append(f"input {name} at {cases[0].shape_id}: redrawing it changes no output beyond "
+                                     f"the tolerance under any init set (at most {r:.3g}x)")
+        self.moved = {}
+
+    def _redrawn(self, case: Case, name: str) -> float:
+        """How far the outputs move (×tolerance) when input `name` alone takes another variant's values (the most
+        over every other variant: one redraw of a few integers can repeat the values)."""
+        runs = self.runs
+        base = runs.outputs(case, 0)
+        worst = 0.0
+        for v in range(1, runs.variants):
+            inputs = dict(runs.inputs(case, 0))
+            inputs[name] = runs.inputs(case, v)[name]
+            worst = max(worst, max(ratio(a, b, self.task) for a, b in zip(base, runs.reference(case, inputs))))
+        return worst
+
+    def result(self) -> FilterResult:
+        what = "every input changes an output on every shape"
+        if self.accepted:
+            what += " (" + "; ".join(f"{n} accepted as unused{u.where()}: {u.why}" for n, u in self.accepted.items()) + ")"
+        return self._verdict(what)
 
 
-def _redrawn(runs: Runs, case: Case, name: str) -> float:
-    """How far the outputs move (×tolerance) when input `name` alone takes another variant's values (the most
-    over every other variant: one redraw of a few integers can repeat the values)."""
-    base = runs.outputs(case, 0)
-    worst = 0.0
-    for v in range(1, runs.variants):
-        inputs = dict(runs.inputs(case, 0))
-        inputs[name] = runs.inputs(case, v)[name]
-        worst = max(worst, max(ratio(a, b, runs.task) for a, b in zip(base, runs.reference(case, inputs))))
-    return worst
+class InitImpact(Scan):
+    name = "init_impact"
+
+    def __init__(self, runs: Runs):
+        super().__init__(runs)
+        self.kept: list[tuple[str, list]] = []      # this shape's earlier init sets: (init, outputs), on the host
+        self.same: list[tuple[str, str]] = []       # pairs of this shape's init sets with the same outputs
+        self.alike: list[str] = []
+
+    def case(self, case: Case) -> None:
+        if len(self.task.init_sets) < 2:
+            return
+        runs, outs = self.runs, self.runs.outputs(case, 0)
+        for init, earlier in self.kept:
+            if max(ratio(x.to(o.device), o, self.task) for x, o in zip(earlier, outs)) <= 1:
+                self.same.append((init, case.init))
+        self.kept.append((case.init, [o.cpu() for o in outs]))   # device memory goes back with the configuration
+
+    def shape(self, cases: list[Case]) -> None:
+        if len(cases) >= 2 and len(self.same) == len(cases) * (len(cases) - 1) // 2:
+            self.findings.append(f"at {cases[0].shape_id} every init set ({', '.join(c.init for c in cases)}) gives "
+                                 "the same outputs within the tolerance")
+        self.alike += [f"{a}={b} at {cases[0].shape_id}" for a, b in self.same]
+        self.close()
+
+    def close(self) -> None:
+        self.kept, self.same = [], []
+
+    def result(self) -> FilterResult:
+        if len(self.task.init_sets) < 2:
+            return FilterResult(self.name, True, f"one init set ({self.task.init_sets[0]}): nothing to compare")
+        what = "the init sets give different outputs on every shape"
+        if self.alike:       # e.g. LayerNorm's offset inputs: other data, the same answer, a test of the numerics
+            what += f"; pairs with the same outputs (other inputs): {', '.join(sorted(set(self.alike))[:4])}"
+        return self._verdict(what, margin=False)
 
 
-def init_impact(runs: Runs) -> FilterResult:
-    if len(runs.task.init_sets) < 2:
-        return FilterResult("init_impact", True, f"one init set ({runs.task.init_sets[0]}): nothing to compare")
-    findings, alike = [], []
-    for sizes, cases in runs.shapes().items():
-        if len(cases) < 2:
-            continue
-        same = [(a.init, b.init) for i, a in enumerate(cases) for b in cases[i + 1:]
-                if max(ratio(x, y, runs.task) for x, y in zip(runs.outputs(a, 0), runs.outputs(b, 0))) <= 1]
-        if len(same) == len(cases) * (len(cases) - 1) // 2:
-            findings.append(f"at {cases[0].shape_id} every init set ({', '.join(c.init for c in cases)}) gives the "
-                            "same outputs within the tolerance")
-        alike += [f"{a}={b} at {cases[0].shape_id}" for a, b in same]
-    what = "the init sets give different outputs on every shape"
-    if alike:              # e.g. LayerNorm's offset inputs: other data, the same answer, a test of the numerics
-        what += f"; pairs with the same outputs (other inputs): {', '.join(sorted(set(alike))[:4])}"
-    return _verdict("init_impact", findings, None, what)
+class EagerBaseline(Scan):
+    """torch's own float32 result (`baseline`) against the float64 reference, on every configuration."""
+    name = "eager"
 
+    def __init__(self, runs: Runs):
+        super().__init__(runs)
+        self.worst = (0.0, "")
 
-def eager_baseline(runs: Runs) -> FilterResult:
-    return _baseline_filter(runs, "eager", lambda case: None)
+    def baseline(self, case: Case) -> Callable | None:
+        """What computes torch's result on `case` (None: `task.call_baseline`)."""
+        return None
 
-
-def compiled_baseline(runs: Runs) -> FilterResult:
-    import torch
-    torch._dynamo.config.recompile_limit = 64          # as the worker: one code object, every shape of the set
-    compiled: dict = {}
-
-    def fn(case: Case):
-        sizes, scalars = case.size_dict, runs.task.scalar_values(case)
-        key = (tuple(sizes.items()), tuple(scalars.items()))
-        if key not in compiled:
-            compiled[key] = torch.compile(lambda *ins: runs.task.baseline(*ins, **sizes, **scalars), dynamic=False)
-        return compiled[key]
-    return _baseline_filter(runs, "compile", fn)
-
-
-def _baseline_filter(runs: Runs, name: str, make: Callable) -> FilterResult:
-    task, findings, worst = runs.task, [], (0.0, "")
-    for case in runs.cases:
-        inputs = runs.inputs(case, 0)
-        fn = make(case)
+    def case(self, case: Case) -> None:
+        task, inputs = self.task, self.runs.inputs(case, 0)
         try:
+            fn = self.baseline(case)
             got = (task.call_baseline(inputs, case) if fn is None
                    else _listed(fn(*[inputs[s.name] for s in task.inputs])))
         except Exception as e:                           # the task's own code failing is the finding
-            findings.append(f"{case.id}: {name} fails: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-            continue
-        r = max(ratio(g, e, task) for g, e in zip(runs._shaped(case, got), runs.outputs(case, 0)))
-        worst = max(worst, (r, case.id))
+            self.findings.append(f"{case.id}: {self.name} fails: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            return
+        r = max(ratio(g, e, task) for g, e in zip(self.runs._shaped(case, got), self.runs.outputs(case, 0)))
+        self.worst = max(self.worst, (r, case.id))
         if r > 1:
-            findings.append(f"{case.id}: {name}'s result is {r:.3g}x the tolerance (atol={task.atol:g}, rtol={task.rtol:g})")
-    what = f"{name} passes the tolerance on every configuration, worst {worst[0]:.3g}x at {worst[1]}"
-    return _verdict(name, findings, None, what)
+            self.findings.append(f"{case.id}: {self.name}'s result is {r:.3g}x the tolerance (atol={task.atol:g}, "
+                                 f"rtol={task.rtol:g})")
+
+    def result(self) -> FilterResult:
+        return self._verdict(f"{self.name} passes the tolerance on every configuration, worst {self.worst[0]:.3g}x "
+                             f"at {self.worst[1]}", margin=False)
+
+
+class CompiledBaseline(EagerBaseline):
+    """torch.compile's result, compiled per shape and scalar values as the worker compiles it (dynamic=False); the
+    compiled code is dropped after each shape (`torch._dynamo.reset()`: every function compiled in this process)."""
+    name = "compile"
+
+    def __init__(self, runs: Runs):
+        super().__init__(runs)
+        self.compiled: dict = {}
+
+    def baseline(self, case: Case) -> Callable:
+        import torch
+        torch._dynamo.config.recompile_limit = 64      # as the worker: one code object, every shape of the set
+        sizes, scalars = case.size_dict, self.task.scalar_values(case)
+        key = (tuple(sizes.items()), tuple(scalars.items()))
+        if key not in self.compiled:
+            task = self.task
+            self.compiled[key] = torch.compile(lambda *ins: task.baseline(*ins, **sizes, **scalars), dynamic=False)
+        return self.compiled[key]
+
+    def shape(self, cases: list[Case]) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.compiled:
+            import torch
+            self.compiled = {}
+            torch._dynamo.reset()
 
 
 def _listed(x) -> list:
@@ -263,32 +385,10 @@ class Unused:
     when: str | None = None
 
     def holds(self, sizes: dict[str, int]) -> bool:
-        return self.when is None or _condition(self.when, sizes)
+        return self.when is None or eval_condition(self.when, sizes)
 
     def where(self) -> str:
         return f" when {self.when}" if self.when else ""
-
-
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge}
-
-
-def _condition(text: str, sizes: dict[str, int]) -> bool:
-    """`text` (comparisons of size expressions joined by and/or/not) on `sizes`; nothing else runs."""
-    def ev(node: ast.AST) -> bool:
-        if isinstance(node, ast.BoolOp):
-            values = [ev(v) for v in node.values]
-            return all(values) if isinstance(node.op, ast.And) else any(values)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return not ev(node.operand)
-        if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
-            terms = [eval_expr(ast.unparse(t), sizes) for t in [node.left, *node.comparators]]
-            return all(_COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, terms, terms[1:]))
-        raise TaskError(f"condition {text!r}: only comparisons of size expressions joined by and/or/not")
-    try:
-        return ev(ast.parse(text, mode="eval").body)
-    except SyntaxError as e:
-        raise TaskError(f"condition {text!r} does not parse: {e.msg}") from None
 
 
 def unused_inputs(task: Task) -> dict[str, Unused]:
@@ -318,6 +418,6 @@ def unused_inputs(task: Task) -> dict[str, Unused]:
     return declared
 
 
-IMPLEMENTATIONS: dict[str, Callable[[Runs], FilterResult]] = {
-    "output_std": output_std, "output_range": output_range, "output_axes": output_axes,
-    "input_impact": input_impact, "init_impact": init_impact, "eager": eager_baseline, "compile": compiled_baseline}
+SCANS: dict[str, type[Scan]] = {
+    "output_std": OutputStd, "output_range": OutputRange, "output_axes": OutputAxes, "input_impact": InputImpact,
+    "init_impact": InitImpact, "eager": EagerBaseline, "compile": CompiledBaseline}

@@ -15,6 +15,9 @@ literals, tuples — and each tensor's `view` (LayerNorm's x as [B, *normalized_
 for a scalar loss's upstream gradient). A configuration of a shape set may give its own value of a dims
 tuple next to its sizes (`{B: 16, N: 4194304, normalized_shape: [64, 256, 256]}`; `Case.dims`); the C ABI's
 flattened sizes stay the same. Without the block the torch ABI passes the inputs in the task's shapes.
+A shape set crosses its configurations with its `inits` (default: every init set the task defines); a
+configuration may list its own (`{B: 1, N: 4194304, inits: [random, offset_mild]}`), which replace the set's
+for it — LayerNorm's rows of 4M elements take a milder offset than float32 torch fails on shorter rows.
 
 Guarantees: a task that loads is complete — every shape expression evaluates on every configuration,
 every input has an initialiser for every init set, every seed file named exists, every scalar value a
@@ -87,6 +90,28 @@ def eval_expr(expr: str | int, names: dict[str, int]) -> int:
     except SyntaxError as e:
         raise TaskError(f"expression {expr!r} does not parse: {e.msg}") from None
     return int(ev(tree))
+
+
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+            ast.Gt: operator.gt, ast.GtE: operator.ge}
+
+
+def eval_condition(text: str, sizes: dict[str, int]) -> bool:
+    """`text` (comparisons of size expressions joined by and/or/not) on `sizes`; nothing else runs."""
+    def ev(node: ast.AST) -> bool:
+        if isinstance(node, ast.BoolOp):
+            values = [ev(v) for v in node.values]
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return not ev(node.operand)
+        if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+            terms = [eval_expr(ast.unparse(t), sizes) for t in [node.left, *node.comparators]]
+            return all(_COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, terms, terms[1:]))
+        raise TaskError(f"condition {text!r}: only comparisons of size expressions joined by and/or/not")
+    try:
+        return ev(ast.parse(text, mode="eval").body)
+    except SyntaxError as e:
+        raise TaskError(f"condition {text!r} does not parse: {e.msg}") from None
 
 
 # ---------------------------------------------------------------- the schema
@@ -414,20 +439,18 @@ def _torch_call(raw: dict, inputs, outputs, scalars, sizes) -> "TorchCall | None
 
 def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...],
              scalars: tuple[ScalarSpec, ...], dim_names: tuple[str, ...] = ()) -> tuple[Case, ...]:
-    inits = tuple(spec.get("inits", init_sets))
+    inits = _known_inits(spec.get("inits", init_sets), init_sets, "shape set")
     seeds = tuple(spec.get("seeds", [0]))
-    for i in inits:
-        if i not in init_sets:
-            raise TaskError(f"shape set uses init {i!r}, which the task does not define ({list(init_sets)})")
     out = []
     for heldout, key in ((False, "configs"), (True, "heldout")):
         for c in spec.get(key, []):
             c = dict(c)
             label = str(c.pop("label", ""))
+            own = _known_inits(c.pop("inits"), init_sets, f"configuration {c}") if "inits" in c else inits
             dims = tuple((n, tuple(c.pop(n))) for n in dim_names if n in c)   # the torch ABI's shapes (torch_call)
             values = _config_scalars(c, sizes, scalars, dim_names)
             custom = tuple(s.name for s in scalars if values[s.name] != s.value)
-            for init in inits:
+            for init in own:                    # a configuration's own init sets replace the shape set's
                 for seed in seeds:
                     out.append(Case(tuple((s, int(c[s])) for s in sizes), init, int(seed), label, heldout,
                                     tuple(values.items()), custom, dims))
@@ -438,6 +461,16 @@ def _configs(spec: dict, sizes: tuple[str, ...], init_sets: tuple[str, ...],
         twice = sorted({i for i in ids if ids.count(i) > 1})
         raise TaskError(f"configurations share an id ({', '.join(twice[:3])}): give them distinct labels")
     return tuple(out)
+
+
+def _known_inits(names, init_sets: tuple[str, ...], where: str) -> tuple[str, ...]:
+    names = tuple(names) if isinstance(names, (list, tuple)) else (names,)
+    for i in names:
+        if i not in init_sets:
+            raise TaskError(f"{where} uses init {i!r}, which the task does not define ({list(init_sets)})")
+    if not names:
+        raise TaskError(f"{where}: an empty list of inits")
+    return names
 
 
 def _config_scalars(c: dict, sizes: tuple[str, ...], scalars: tuple[ScalarSpec, ...],

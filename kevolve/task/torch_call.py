@@ -18,7 +18,9 @@ and a configuration may carry its own value of a dims tuple (`{B: 16, N: 4194304
 
 An argument is the name of an input (the tensor, in its view), a scalar (a Python float, or int for `int`), a
 dims tuple (a tuple of ints) or a size (an int); or `{size: EXPR}` (an int), `{value: V}` (a literal: null, a
-number, a bool) or `{tuple: [ARG, ...]}` (a tuple, e.g. `[x]` for a backward that takes `ctx.saved_tensors`).
+number, a bool), `{tuple: [ARG, ...]}` (a tuple, e.g. `[x]` for a backward that takes `ctx.saved_tensors`) or
+`{arg: ARG, when: COND}` (ARG where the size condition COND holds, else None: resnet_block's projection, which
+robust-kbench passes only when the shortcut needs one).
 A view lists size expressions and `*NAME` (a dims tuple spliced in); `[]` is a 0-dim tensor. An output's view
 is the shape the kernel must return (the task's own shape is accepted as well); results are reshaped back.
 
@@ -33,15 +35,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kevolve.task.spec import TaskError, eval_expr
+from kevolve.task.spec import TaskError, eval_condition, eval_expr
 
 KEYS = ("robust_kbench", "args", "dims", "views", "returns")
 
 
 @dataclass(frozen=True)
 class Arg:
-    """One argument: `kind` is input | scalar | dims | expr (a size expression) | value | tuple; `ref` the name,
-    the expression, the literal, or (for a tuple) the member Args."""
+    """One argument: `kind` is input | scalar | dims | expr (a size expression) | value | tuple | when; `ref` the
+    name, the expression, the literal, (for a tuple) the member Args, or (for when) (condition, Arg)."""
     kind: str
     ref: Any
 
@@ -85,6 +87,9 @@ class TorchCall:
                 return eval_expr(a.ref, sizes)
             if a.kind == "tuple":
                 return tuple(one(m) for m in a.ref)
+            if a.kind == "when":
+                cond, inner = a.ref
+                return one(inner) if eval_condition(cond, sizes) else None
             return a.ref
         return [one(a) for a in self.args]
 
@@ -108,6 +113,8 @@ def parse(raw: dict, inputs: list[str], outputs: list[str], scalars: list[str], 
                     return Arg(kind, a)
             raise TaskError(f"{where}: {a!r} is no input, scalar, dims tuple or size (inputs {inputs}, "
                             f"scalars {scalars}, dims {list(dims)}, sizes {sizes})")
+        if isinstance(a, dict) and set(a) == {"arg", "when"}:
+            return Arg("when", (str(a["when"]), arg(a["arg"], f"{where}.arg")))
         if isinstance(a, dict) and len(a) == 1:
             (k, v), = a.items()
             if k == "size":
@@ -116,8 +123,8 @@ def parse(raw: dict, inputs: list[str], outputs: list[str], scalars: list[str], 
                 return Arg("value", v)
             if k == "tuple":
                 return Arg("tuple", tuple(arg(m, f"{where}.tuple") for m in _list(v, where)))
-        raise TaskError(f"{where}: {a!r} is not a name, {{size: EXPR}}, {{value: null | number | bool}} "
-                        f"or {{tuple: [...]}}")
+        raise TaskError(f"{where}: {a!r} is not a name, {{size: EXPR}}, {{value: null | number | bool}}, "
+                        f"{{tuple: [...]}} or {{arg: ARG, when: COND}}")
 
     args = tuple(arg(a, f"torch_abi.args[{i}]") for i, a in enumerate(_list(raw["args"], "torch_abi.args")))
     views = {}
@@ -155,6 +162,8 @@ def check(call: TorchCall, task) -> None:
                                     f"fix torch_abi.views.{name} or the configuration's dims")
             for e in _exprs(call.args):
                 eval_expr(e, sizes)
+            for cond in _conditions(call.args):
+                eval_condition(cond, sizes)
 
 
 def _exprs(args: tuple[Arg, ...]):
@@ -164,6 +173,16 @@ def _exprs(args: tuple[Arg, ...]):
             yield a.ref
         elif a.kind == "tuple":
             yield from _exprs(a.ref)
+
+
+def _conditions(args: tuple[Arg, ...]):
+    """Every `when` condition among the arguments, tuples included."""
+    for a in args:
+        if a.kind == "when":
+            yield a.ref[0]
+            yield from _conditions((a.ref[1],))
+        elif a.kind == "tuple":
+            yield from _conditions(a.ref)
 
 
 def _list(v, where: str) -> list:

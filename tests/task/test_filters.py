@@ -120,6 +120,66 @@ def test_compile_filter_catches_a_baseline_that_differs_when_compiled(tmp_path):
     assert not failed(filters.run(planted(tmp_path, "plain"), "small", "cpu", ("compile",), max_shapes=1))
 
 
+def test_torch_runs_in_ieee_float32_as_in_the_worker_and_the_callers_settings_come_back(tmp_path):
+    """The judge's worker computes its baselines with TF32 off (cuDNN allows it by default); the filters must
+    compute the same numbers, inside a process whose own settings they leave as they were."""
+    from kevolve.task import precision
+    strict = ("torch.backends.cudnn.allow_tf32 is False and torch.backends.cuda.matmul.allow_tf32 is False "
+              "and torch.get_float32_matmul_precision() == 'highest'")
+    task = planted(tmp_path, "strict", baseline=f"(x * y + x) * (1.0 if {strict} else 1.01)")
+    before = precision.settings()
+    torch.backends.cudnn.allow_tf32 = True
+    torch.set_float32_matmul_precision("high")                     # TF32 allowed for matmuls too
+    try:
+        tf32 = precision.settings()
+        assert tf32[:2] == (True, True)
+        assert not failed(filters.run(task, "small", "cpu", ("eager",)))
+        assert precision.settings() == tf32
+        with pytest.raises(ValueError, match="unknown filters"):
+            filters.run(task, "small", "cpu", ("nope",))
+        precision.set_strict_float32()                             # what the worker runs before its baselines
+        assert precision.settings() == (False, False, "highest")
+    finally:
+        torch.set_float32_matmul_precision(before[2])
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before[:2]
+
+
+def test_a_run_holds_one_configuration_at_a_time_and_nothing_after(tmp_path, monkeypatch):
+    """The GPU run of every task on `bench` must fit beside other processes: while a configuration is drawn, no
+    input of another configuration and no tensor of another shape is alive, and once the run returns, none."""
+    import dataclasses
+    import gc
+    import weakref
+    from kevolve.task.spec import Task
+    alive: list[tuple[tuple, str, str, weakref.ref]] = []          # (shape, configuration, kind, tensor)
+
+    def live(keep):
+        gc.collect()
+        return [(s, c, k) for s, c, k, r in alive if r() is not None and keep(s, c, k)]
+
+    draw = Task.make_inputs
+
+    def make_inputs(self, case, device, variant=0):
+        stale = live(lambda s, c, k: s != case.sizes or (k == "input" and c != case.id))
+        assert not stale, f"drawing {case.id}, still alive: {stale}"
+        out = draw(self, case, device, variant)
+        alive.extend((case.sizes, case.id, "input", weakref.ref(t)) for t in out.values())
+        return out
+    monkeypatch.setattr(Task, "make_inputs", make_inputs)
+    task = planted(tmp_path, "held", inits="[a, b]", x_init='{a: normal, b: "normal(2, 1)"}')
+    reference = task.reference
+
+    def recorded(x, y, *, B, N):
+        out = reference(x, y, B=B, N=N)
+        shape = next(c.sizes for c in task.configs("small") if c.size_dict == {"B": B, "N": N})
+        alive.append((shape, "", "output", weakref.ref(out)))
+        return out
+    results = filters.run(dataclasses.replace(task, reference=recorded), "small", "cpu", CHEAP)
+    assert not failed(results), results
+    assert {s for s, _, _, _ in alive} == {c.sizes for c in task.configs("small")} and len(alive) > 20
+    assert not live(lambda s, c, k: True)
+
+
 def test_bad_arguments_say_what_to_do(tmp_path):
     t = planted(tmp_path, "args")
     with pytest.raises(ValueError, match="unknown filters"):
@@ -192,7 +252,7 @@ def test_an_input_accepted_as_unused_only_where_its_condition_holds(tmp_path):
     ignored it would be caught, so dropping the condition there is what input_impact must flag."""
     import shutil
     import yaml
-    from kevolve.task.filters import input_impact, Runs, unused_inputs
+    from kevolve.task.filters import unused_inputs
     t = load_task("resnet_block_fwd")
     assert unused_inputs(t)["downsample_weight"].holds({"C": 16, "K": 16, "STRIDE": 1})
     assert not unused_inputs(t)["downsample_weight"].holds({"C": 16, "K": 32, "STRIDE": 1})
@@ -202,7 +262,7 @@ def test_an_input_accepted_as_unused_only_where_its_condition_holds(tmp_path):
     raw["unused_inputs"]["downsample_weight"]["when"] = "C == K and STRIDE == 2"     # wrong: flags identity shapes
     (folder / "task.yaml").write_text(yaml.safe_dump(raw))
     wrong = load_task(folder)
-    result = input_impact(Runs(wrong, "small", "cpu", 3, None))
+    result = filters.run(wrong, "small", "cpu", ("input_impact",))[0]
     assert not result.passed and "downsample_weight" in result.detail
     raw["unused_inputs"]["downsample_weight"]["when"] = "C === K"
     (folder / "task.yaml").write_text(yaml.safe_dump(raw))

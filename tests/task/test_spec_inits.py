@@ -44,3 +44,21 @@ def test_round_is_validated_when_a_task_loads():
     from kevolve.task.spec import valid_init
     assert valid_init("round(2**-4, normal)") and valid_init("round(2**3, normal(0, 2))")
     assert not valid_init("round(0.1, normal)") and not valid_init("round(2**-4, gaussian)")
+
+
+def test_a_configuration_may_list_its_own_init_sets_in_place_of_the_shape_sets():
+    """layernorm_fwd's rows of 4M elements take offset_mild instead of offset (float32 torch's error there);
+    an init set the task does not define is refused, naming the configuration."""
+    import pytest
+    import yaml
+    from kevolve.task.spec import TaskError, _parse, load_task
+    t = load_task("layernorm_fwd")
+    by_shape: dict = {}
+    for c in t.configs("bench"):
+        by_shape.setdefault(c.sizes, []).append(c.init)
+    assert by_shape[(("B", 8), ("N", 4194304))] == ["random", "identity", "tiny", "offset_mild"]
+    assert by_shape[(("B", 8), ("N", 65536))] == ["random", "identity", "tiny", "offset"]
+    raw = yaml.safe_load((t.dir / "task.yaml").read_text())
+    raw["shapes"]["small"]["configs"][0]["inits"] = ["random", "offset_wild"]
+    with pytest.raises(TaskError, match="configuration .*'B': 1.* uses init 'offset_wild', which the task does not"):
+        _parse(raw, t.dir)
