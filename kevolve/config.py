@@ -145,7 +145,8 @@ class SearchConfig:
                                          # the start, then from this run's measurements, at most llm.concurrency
                                          # × endpoints (kevolve/search/pacing.py); a number: exactly that many
     translations: int = 2                # with an LLM and translate weighted: first kernels written from the torch
-                                         # reference at start (founders without parents; the task's seeds stay)
+                                         # reference at start (founders without parents; the task's seeds stay);
+                                         # every second one from a torch-extension seed of the task, if it has one
     meta_children: int = 4               # meta-generation: strategies asked for, one child each
     strategies_shown: int = 3            # the best strategies so far shown in optimize and meta prompts
     profile: bool = True                 # cuda, with `ncu` on the evaluators' PATH: a parent's first optimize or

@@ -184,9 +184,10 @@ class Driver:
         for c in seeds:
             if self.population.reserve(c.source):
                 self._add(c)
-        for i in range(self.plan.translations if self.recorded is None else 0):   # first kernels from torch
-            arm = self.learning.policy.choose(self.rng, allowed=["translate"])
-            self._submit(Proposal(i % self.plan.population.islands, None, "translate", (), arm.model))
+        translations = self.plan.translations if self.recorded is None else 0   # first kernels from torch:
+        for i, source in enumerate(requests.founders(self.task, self.plan.target, translations)):  # its reference,
+            arm = self.learning.policy.choose(self.rng, allowed=["translate"])          # or its torch-ABI seeds
+            self._submit(Proposal(i % self.plan.population.islands, None, "translate", (), arm.model), source)
 
     # ------------------------------------------------------------------ the loop
     def loop(self) -> None:
@@ -267,8 +268,9 @@ class Driver:
         p = self.pacer
         return {"llm_calls": p.target, "least": p.least, "most": p.most, "capped": p.capped, **p.measured()}
 
-    def _submit(self, proposal: Proposal) -> bool:
-        """Sends a proposal to the Mutator: knob mutation, or an LLM operator's Request filled from the store.
+    def _submit(self, proposal: Proposal, torch_source: str | None = None) -> bool:
+        """Sends a proposal to the Mutator: knob mutation, or an LLM operator's Request filled from the store
+        (`torch_source`: a translate founder's torch-extension kernel).
         An LLM proposal the dollar budget has no room for (its calls, and its children's verifier calls, at
         the estimate per call) stops the search instead."""
         seed, job = self.rng.getrandbits(63), Job(Step.MUTATE, proposal=proposal)
@@ -286,7 +288,7 @@ class Driver:
                           f"${self.spend.estimate() - self.spend.spent:.4f} estimated for the calls in flight")
                 return False
             request = requests.request(proposal, self.store, self.learning.board, self.plan.strategies_shown,
-                                       self.plan.meta_children, self.profiles)
+                                       self.plan.meta_children, self.profiles, torch_source)
             job.send = lambda: self.mutator.write.remote(request, seed, proposal.model)
             self.spend.start(job.calls)
             self._profile(proposal)
