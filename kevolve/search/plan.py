@@ -2,7 +2,8 @@
 
 `resolve(cfg, task, cluster)` turns the typed config (`kevolve.config.Config`) and what Ray reports of the
 cluster (`ray.cluster_resources()`: CPU and GPU counts) into a frozen `Plan`: target, shape set, how many
-evaluators and builders, how many candidates and LLM calls in flight, the judging options, cache sizes, budgets,
+evaluators and builders, how many candidates and LLM calls in flight (the LLM calls' start and bounds: the driver
+adapts within them, kevolve/search/pacing.py), the judging options, cache sizes, budgets,
 the LLM, its operators' settings and verifiers. The device the prompts name (GPU and arch, or the CPU) comes
 from the evaluators once they run (`with_device`). Nothing
 below the driver re-derives a default; a configuration the cluster cannot serve (cuda without GPUs, a
