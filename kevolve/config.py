@@ -139,11 +139,14 @@ class SearchConfig:
     choice: str = "weights"              # operator × model choice: weights (search.population.operators × the
                                          # llm.models weights) | ucb1 | thompson (bandits rewarded by the child's
                                          # fitness over its parent's; a weight of 0 switches an arm off)
-    llm_calls: Optional[int] = None      # LLM proposals in flight at most; None: 15 per evaluator, at most
-                                         # llm.concurrency × endpoints. Keep every evaluator fed: ≈ evaluators ×
-                                         # LLM latency / judgement time (60 s replies, 4 s judgements: 15 each)
+    llm_calls: Optional[int] = None      # LLM proposals in flight; None: sized to keep every evaluator fed,
+                                         # 1.25 × evaluators × LLM latency / (judgement time × children per
+                                         # reply), from priors (60 s replies; 4 s cuda, 30 s cpu judgements) at
+                                         # the start, then from this run's measurements, at most llm.concurrency
+                                         # × endpoints (kevolve/search/pacing.py); a number: exactly that many
     translations: int = 2                # with an LLM and translate weighted: first kernels written from the torch
-                                         # reference at start (founders without parents; the task's seeds stay)
+                                         # reference at start (founders without parents; the task's seeds stay);
+                                         # every second one from a torch-extension seed of the task, if it has one
     meta_children: int = 4               # meta-generation: strategies asked for, one child each
     strategies_shown: int = 3            # the best strategies so far shown in optimize and meta prompts
     profile: bool = True                 # cuda, with `ncu` on the evaluators' PATH: a parent's first optimize or

@@ -2,8 +2,9 @@
 
 Guarantees: the configuration is validated first; every key a configured model needs is read here, once, and a
 missing one stops with `LLMConfigError` naming the variable — before any call, so a run fails at start, not an
-hour in; models that share a provider and endpoint share one client and one concurrency limit; in replay mode
-no key is read and no client is made. Not done here: any network request (clients connect on first use).
+hour in; models that share a provider and endpoint share one client and one concurrency limit, and with a `run_dir` that
+limit holds over every process that makes this run's provider (kevolve/llm/slots.py: the search's Mutator and
+Verifier); in replay mode no key is read and no client is made. Not done here: any network request (clients connect on first use).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from kevolve.llm.keys import resolve_key
 from kevolve.llm.pricing import Pricer
 from kevolve.llm.providers import Endpoint
 from kevolve.llm.retry import RetryPolicy
+from kevolve.llm.slots import Slots
 from kevolve.llm.sampler import Sampler
 
 _CLOUD = "https://www.googleapis.com/auth/cloud-platform"
@@ -43,14 +45,14 @@ def make_provider(cfg: LLMConfig, *, run_dir: Union[str, Path, None] = None,
         where = (provider_of(cfg, m), base_url_of(cfg, m))
         if where not in endpoints:
             endpoints[where] = None if replay else _endpoint(cfg, *where, env=env, sleep=sleep,
-                                                             credentials=vertex_credentials)
+                                                             credentials=vertex_credentials, run_dir=run_dir)
         routes[m.name] = Route(provider=where[0], endpoint=endpoints[where], reasoning=m.reasoning)
     return Ensemble(routes, Sampler.from_config(cfg), max_output_tokens=cfg.max_output_tokens,
                     thinking_budget=cfg.thinking_budget, cache=cache, replay=replay)
 
 
 def _endpoint(cfg: LLMConfig, provider: str, base_url: Optional[str], *, env: Mapping[str, str],
-              sleep: Callable[[float], None], credentials: Any) -> Endpoint:
+              sleep: Callable[[float], None], credentials: Any, run_dir: Union[str, Path, None]) -> Endpoint:
     if provider == "gemini":
         from kevolve.llm.gemini_api import GeminiAdapter
         if cfg.vertex.enabled:
@@ -63,7 +65,9 @@ def _endpoint(cfg: LLMConfig, provider: str, base_url: Optional[str], *, env: Ma
         adapter = OpenAIAdapter(provider, resolve_key(provider, env), base_url=base_url, timeout_s=cfg.timeout_s,
                                 env=env)
     policy = RetryPolicy(cfg.max_retries, cfg.backoff_s, cfg.backoff_max_s)
-    return Endpoint(adapter, concurrency=cfg.concurrency, policy=policy, pricer=Pricer(cfg.prices), sleep=sleep)
+    shared = f"{Path(run_dir).resolve()}|{provider}|{base_url or ''}" if run_dir is not None else None
+    return Endpoint(adapter, concurrency=cfg.concurrency, policy=policy, pricer=Pricer(cfg.prices), sleep=sleep,
+                    slots=Slots(cfg.concurrency, shared))
 
 
 def _vertex(cfg: LLMConfig, env: Mapping[str, str], credentials: Any) -> tuple[str, str, Any]:

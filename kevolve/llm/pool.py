@@ -8,8 +8,8 @@ always waiting for every evaluator, i.e.
 
 e.g. 8 GPUs judging a candidate in 4 s, with replies taking 60 s, need about 8 × 60 / 4 = 120 calls in flight —
 more than one endpoint's `llm.concurrency` may allow, which is then the bound (raise it if the provider's rate
-limit permits, or add models on other endpoints). Measure both latencies on your run (Reply.seconds, the
-judge's timings) and size from them.
+limit permits, or add models on other endpoints). A search sizes its LLM proposals in flight this way by
+itself, from the latencies it measures (kevolve/search/pacing.py); a script using a Pool sizes it by hand.
 
 Guarantees: at most `size` calls run at once (default: the ensemble's total concurrency, i.e. every endpoint's
 limit); a call's failure is its Future's exception (LLMError, ReplayMiss), never the pool's; `in_flight` counts

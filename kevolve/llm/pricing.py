@@ -67,4 +67,4 @@ def _warn_once(model: str) -> None:
             return
         _warned.add(model)
     log.warning("no price for model %r in conf/llm/prices.yaml or llm.prices: its calls are counted as $0 "
-                "(price it: '+llm.prices.%s={input: USD_PER_M, output: USD_PER_M}')", model, model)
+                "(price it: '++llm.prices={%s: {input: USD_PER_M, output: USD_PER_M}}')", model, model)

@@ -6,20 +6,21 @@ never a temperature (they reject it); other OpenAI-compatible models get the tem
 gets the temperature, and a Gemini 3 model with an effort drawn gets it as `thinking_level` instead of the
 configured `thinking_budget`. `ModelSpec.reasoning` overrides the name-based guess (e.g. gpt-oss on vLLM).
 
-`Endpoint.complete` guarantees: at most `concurrency` requests of this endpoint in flight at once (the limit is
-held during a request, not while backing off), the retry policy of kevolve/llm/retry.py, and a `Reply` whose
+`Endpoint.complete` guarantees: at most `concurrency` requests of this endpoint in flight at once — over every
+process of the run when its `Slots` are shared (kevolve/llm/slots.py) — (the limit is held during a request, not
+while backing off), the retry policy of kevolve/llm/retry.py, and a `Reply` whose
 `cost_usd` is priced from the usage the service reported. An `Endpoint` is thread-safe; its repr holds no key.
 """
 from __future__ import annotations
 
 import re
-import threading
 import time
 from typing import Any, Callable, Mapping, Optional, Protocol
 
 from kevolve.llm.messages import Completion, Message, Reply, Sampling
 from kevolve.llm.pricing import Pricer, base_name
 from kevolve.llm.retry import Failure, RetryPolicy, with_retries
+from kevolve.llm.slots import Slots
 
 _O_SERIES = re.compile(r"^o\d")
 
@@ -69,11 +70,11 @@ class Endpoint:
     """An adapter with its concurrency limit, the retry policy and the price table."""
 
     def __init__(self, adapter: Adapter, *, concurrency: int, policy: RetryPolicy, pricer: Pricer,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, slots: Optional[Slots] = None):
         self.adapter = adapter
         self.name = adapter.name
         self.concurrency = concurrency
-        self._slots = threading.BoundedSemaphore(concurrency)
+        self._slots = slots or Slots(concurrency)
         self._policy, self._pricer, self._sleep = policy, pricer, sleep
 
     def __repr__(self) -> str:

@@ -22,7 +22,7 @@ The syntax (the contract seed kernels follow) — a declaration with a `// knob:
   leave it, and cannot come back to it (the comment, which is never rewritten, does not list it).
 
 Guarantees: `apply` changes only the value text of the named knobs, byte for byte everything else (the
-knob comments included), and raises ValueError for an unknown knob or a value outside its choices; a
+knob comments included); `carry` puts back the markers an LLM's rewrite of a kernel dropped (see it), and raises ValueError for an unknown knob or a value outside its choices; a
 malformed knob line (empty list, bad range, a name declared twice) raises ValueError naming the line.
 `mutate`/`crossover` return None when there is nothing to change; every random draw comes from the rng.
 Not guaranteed: that a kernel is correct for every combination (the evaluator decides); knob lines inside
@@ -146,6 +146,47 @@ def crossover(a: str, b: str, rng: Random) -> tuple[str, Changes] | None:
     taken = [n for n in differ if rng.random() < 0.5] or [rng.choice(differ)]
     changes = {n: (ka[n].value, kb[n].value) for n in taken}
     return apply(a, {n: new for n, (_, new) in changes.items()}), changes
+
+
+def carry(parent: str, child: str) -> tuple[str, tuple[str, ...]]:
+    """`child` with the knob markers of `parent` it dropped put back: for each knob of the parent that the child
+    does not mark, if the child has exactly one line declaring that name (the forms above) and the line holds no
+    comment, the parent's `// knob: ...` comment is appended to it. Returns (the source, the knobs restored).
+
+    An LLM that rewrites a whole kernel often drops comments; a marker it rewrote or moved is left as it is, and
+    so is every other line, byte for byte. The child is returned unchanged when either kernel's knob lines are
+    malformed or the restored markers would not parse (a child value outside the old list is kept, as `parse` does).
+    """
+    try:
+        theirs, ours = parse(parent), parse(child)
+    except ValueError:
+        return child, ()
+    lines = child.splitlines(keepends=True)
+    parent_lines = parent.splitlines()
+    restored = []
+    for name, knob in theirs.items():
+        if name in ours:
+            continue
+        at = [i for i, line in enumerate(lines) if "//" not in line and "/*" not in line and _declares(line, name)]
+        if len(at) != 1:
+            continue
+        comment = _KNOB.search(parent_lines[knob.line - 1]).group(0)
+        i = at[0]
+        body, end = lines[i].rstrip("\r\n"), lines[i][len(lines[i].rstrip("\r\n")):]
+        lines[i] = f"{body}   {comment}{end}"
+        restored.append(name)
+    source = "".join(lines)
+    try:
+        parse(source)
+    except ValueError:
+        return child, ()
+    return source, tuple(restored)
+
+
+def _declares(line: str, name: str) -> bool:
+    code = line.rstrip("\r\n")
+    m = _DEFINE.match(code) or _ASSIGN.match(code) or _BRACE.match(code)
+    return m is not None and m["name"] == name
 
 
 def neighbours(source: str) -> list[tuple[str, Changes]]:

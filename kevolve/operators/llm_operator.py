@@ -6,8 +6,10 @@ the LLM (an `Ensemble` from `kevolve.llm.make_provider`, or a `Pool` around one)
 
 Mutation.meta records: `operator`, `form` (kernel | edits), `edits` (blocks applied), `strategy` / `idea` (a meta
 child), `second_parent` (crossover), `seed`, the reply's `tokens_in` / `tokens_out` / `finish_reason` /
-`cached`, `call` (the response-cache key, for replay), `red_team: true` for red-team children, and `knob_error` when the child's knob lines are malformed
-(the kernel is kept; knob mutation will refuse it with that reason). Mutation.model and .cost_usd come from the
+`cached`, `call` (the response-cache key, for replay), `red_team: true` for red-team children, `knob_error` when the
+child's knob lines are malformed (the kernel is kept; knob mutation will refuse it with that reason), and
+`knobs_restored`: the parent's knob markers a whole-kernel reply dropped and `knobs.carry` put back, so knob
+mutation keeps working on LLM children (edit blocks keep every line they do not match). Mutation.model and .cost_usd come from the
 Reply.
 
 Guarantees: neither `apply` nor `LLMOperator.run` / `meta` raises for a bad reply or a failed call: a reply
@@ -74,13 +76,18 @@ def apply(ctx: Context, request: Request, reply: str | Reply) -> Mutation:
     meta.update(form=parsed.form, edits=parsed.edits)
     if parsed.source is None:
         return fail(parsed.failure)
-    if request.parent is not None and parsed.source.strip() == request.parent.source.strip():
+    source = parsed.source
+    if request.parent is not None and parsed.form == "kernel":     # a rewrite may drop the parent's knob markers
+        source, restored = knobs.carry(request.parent.source, source)
+        if restored:
+            meta["knobs_restored"] = list(restored)
+    if request.parent is not None and source.strip() == request.parent.source.strip():
         return fail("the reply's kernel is the parent unchanged")
     try:
-        meta["knobs"] = len(knobs.parse(parsed.source))
+        meta["knobs"] = len(knobs.parse(source))
     except ValueError as e:
         meta["knob_error"] = str(e)
-    return Mutation(parsed.source, meta, seconds, cost_usd=cost, model=model)
+    return Mutation(source, meta, seconds, cost_usd=cost, model=model)
 
 
 def call_key(msgs: list[dict[str, str]], reply: Reply, seed: int) -> str:

@@ -117,11 +117,12 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
         lines.append(f"LLM: {summary.llm_calls} calls, ${summary.spend_usd:.4f} spent")
     if summary.verifiers:
         rows = [[name, _pct(v["precision"]), _pct(v["recall"]), _pct(v["accuracy"]), str(v["samples"]),
-                 str(v["rejections"]), str(v["no_verdict"]), "yes" if v["earned"] else "no"]
-                for name, v in summary.verifiers.items()]
-        lines += ["LLM verifiers against the judge (a positive is a fail verdict):",
+                 str(v["rejections"]), str(v["no_verdict"]), str(v.get("unobserved", 0)),
+                 "yes" if v["earned"] else "no"] for name, v in summary.verifiers.items()]
+        lines += ["LLM verifiers against the judge (a positive is a fail verdict; unobserved: the judge could not "
+                  "see the verifier's property, e.g. numerics of a kernel that crashed):",
                   table(rows, ["verifier", "precision", "recall", "accuracy", "judged", "said fail", "no verdict",
-                               "may reject"]),
+                               "unobserved", "may reject"]),
                   f"GPU-seconds saved by rejections not built: {summary.gpu_seconds_saved:.0f}"]
     if summary.suspected_judge_bugs:
         lines.append(f"SUSPECTED JUDGE BUGS: red-team kernels the judge accepted: "

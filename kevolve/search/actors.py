@@ -3,8 +3,9 @@
 - `Mutator`     — runs an operator on a `Proposal` → `Mutation`s: knob mutation (local, cheap), or, with an LLM
                   configured, an `LLMOperator` on a `Request` (one child; meta-generation's several). It holds
                   the provider (`kevolve.llm.make_provider`, reading the key from its own environment) and runs
-                  as a threaded actor (`max_concurrency` = `plan.llm_calls`), so that many LLM calls wait on the
-                  network at once while knob mutation answers at once.
+                  as a threaded actor (`max_concurrency`: the most LLM proposals the driver keeps in flight,
+                  `plan.llm_calls_max`, and 4 per evaluator more), so that many LLM calls wait on the network
+                  at once while knob mutation still answers at once.
 - `Verifier`    — the static rules (`kevolve.judge.rules`) → a `Verdict`, then, for a candidate that passed them
                   and only when `search.verifiers.checks` names some, the LLM verifiers (in parallel) →
                   `LLMVerdict`s. Threaded like the Mutator.
@@ -201,7 +202,8 @@ def _cpu_name() -> str:
 
 
 def start_llm_actors(plan, run_dir: Path):
-    """The Mutator and the Verifier of a run: threaded (`plan.llm_calls` calls at once), placed on the driver's
+    """The Mutator and the Verifier of a run: threaded (`plan.llm_calls_max` LLM calls at once, and room beside
+    them for knob mutations and static checks, which must not wait behind the network), placed on the driver's
     node (they read the API key from its environment). Raises ConfigError, having freed them, when they cannot
     use the LLM (a key missing in that environment, named)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -209,7 +211,7 @@ def start_llm_actors(plan, run_dir: Path):
     setup = (LLMSetup(plan.llm, str(run_dir), plan.task, plan.target, plan.device, plan.shapes)
              if plan.llm is not None else None)
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    options = dict(max_concurrency=max(1, plan.llm_calls), scheduling_strategy=here)
+    options = dict(max_concurrency=max(1, plan.llm_calls_max) + 4 * plan.evaluators, scheduling_strategy=here)
     mutator = Mutator.options(**options).remote(setup)
     verifier = Verifier.options(**options).remote(setup, tuple(plan.verifiers.checks))
     errors = [e for e in ray.get([mutator.ready.remote(), verifier.ready.remote()]) if e]

@@ -12,7 +12,9 @@ calls in flight finish (`spend` counts them before they are made).
 With an LLM (`llm=openai|gemini|local`): a proposal for an LLM operator becomes a `Request` filled from the
 store (`requests`) and goes to the threaded Mutator, which may answer with several children (meta-generation);
 translate founders are written at start; the Verifier asks the LLM verifiers after the static rules, and their
-decision (`verification`) drops a candidate or orders the build queue; each judged child's reward goes to the
+decision (`verification`) drops a candidate or orders the build queue; the LLM proposals in flight follow `pacing`
+(sized from the LLM latencies and judgement times measured), and while they are at that number knob mutation (when
+weighted) keeps the evaluators busy; each judged child's reward goes to the
 choice policy and the strategy board (`learning`); an accepted red-team child is saved as a suspected judge bug
 (`suspected_judge_bugs/`), never ranked. `llm.replay=RUN_DIR` replays a recorded run's steps (`recorded`). On
 cuda with `ncu` on the evaluators' PATH, a parent's first optimize or meta proposal has an evaluator profile it
@@ -45,6 +47,7 @@ from kevolve.operators.choice import reward
 from kevolve.search import actors, requests, suspects
 from kevolve.search.champion import Champion, Entry
 from kevolve.search.learning import Learning, strategy_of
+from kevolve.search.pacing import Pacer
 from kevolve.search.plan import ABI, Plan, resolve
 from kevolve.search.population import Population, red_team
 from kevolve.search.recorded import Recorded
@@ -56,7 +59,7 @@ from kevolve.search.verification import Screened, Verification
 from kevolve.task.spec import Task, load_task
 from kevolve.tracking import make_tracker, row
 
-DUPLICATE_STREAK = 200       # proposals in a row that gave nothing new: the reachable space is spent
+DUPLICATE_STREAK = 200       # proposals of a kind (knob, LLM) in a row that gave nothing new: that kind is spent
 ACTOR_RETRIES = 2            # a call lost with its actor's process is sent again this many times, then a verdict
 
 
@@ -85,7 +88,8 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> RunS
         driver.cancel_in_flight()
         driver.release_actors()
     summary = driver.summary()
-    store.log_event("finish", {**summary.as_dict(), "learning": driver.learning.state()})
+    store.log_event("finish", {**summary.as_dict(), "learning": driver.learning.state(),
+                               **({"pacing": driver.pacing()} if driver.pacer is not None else {})})
     store.close()
     return summary
 
@@ -108,6 +112,10 @@ class Driver:
         self.learning = Learning.make(plan.population, plan.choice, plan.llm.models if plan.llm else [])
         self.verification = Verification(plan.verifiers, plan.seed)
         self.spend = Spend(plan.dollars, prior_per_call(plan.llm) if plan.llm else 0.0)
+        self.pacer = Pacer(plan.evaluators, plan.target, plan.llm_calls_min, plan.llm_calls_max,
+                           plan.llm_calls) if plan.llm_calls else None        # LLM proposals in flight
+        if self.pacer is not None:
+            self.store.log_event("pacing", self.pacing())
         self.arm_of: dict[str, str] = {}            # candidate id -> the arm that made it (until it is judged)
         self.suspects: list[str] = []               # accepted red-team candidates
         self.profiles: dict[str, str] = {}          # candidate id -> its Nsight Compute profile ("" until made)
@@ -118,7 +126,7 @@ class Driver:
         self.load = [0] * len(self.evaluators)      # judgements outstanding per evaluator
         self.created = self.finished = self.correct = 0
         self.proposing = 0                          # mutations in flight: candidates the budget already counts
-        self.failed_proposals = 0                   # proposals in a row that gave no new candidate
+        self.misses = {"knob": 0, "llm": 0}         # proposals of each kind in a row that gave no new candidate
         self.stage_seconds = {"mutate": 0.0, "verify": 0.0, "build": 0.0, "evaluate": 0.0}
         self.judge_phases: dict[str, float] = {}    # the evaluate stage, split (Evaluation.phases summed)
         self.busy_seconds = 0.0
@@ -148,6 +156,9 @@ class Driver:
             self.profiles = {p["id"]: p.get("text") or "" for _, _, p in self.store.events("profile")}
             self.evaluated = sum(1 for r in done if r.status == "evaluated")
             self.busy_seconds = sum(r.timings.get("evaluate", 0.0) for r in done)
+            if self.pacer is not None:                 # the judgements' seconds so far size the LLM calls
+                for r in done[-32:]:
+                    self.pacer.judged(r.timings.get("evaluate", 0.0))
             for r in self.store.unfinished():
                 self.population.reserve(r.candidate.source)
                 if r.arm:
@@ -173,22 +184,24 @@ class Driver:
         for c in seeds:
             if self.population.reserve(c.source):
                 self._add(c)
-        for i in range(self.plan.translations if self.recorded is None else 0):   # first kernels from torch
-            arm = self.learning.policy.choose(self.rng, allowed=["translate"])
-            self._submit(Proposal(i % self.plan.population.islands, None, "translate", (), arm.model))
+        translations = self.plan.translations if self.recorded is None else 0   # first kernels from torch:
+        for i, source in enumerate(requests.founders(self.task, self.plan.target, translations)):  # its reference,
+            arm = self.learning.policy.choose(self.rng, allowed=["translate"])          # or its torch-ABI seeds
+            self._submit(Proposal(i % self.plan.population.islands, None, "translate", (), arm.model), source)
 
     # ------------------------------------------------------------------ the loop
     def loop(self) -> None:
         while True:
             self._check_budgets()
-            while len(self.jobs) + len(self.to_build) + len(self.queue) < self.plan.in_flight and self._propose():
+            while len(self.jobs) + len(self.to_build) + len(self.queue) < self._in_flight() and self._propose():
                 pass
             self._start_builds()
             self._dispatch()
             if not self.jobs:                    # nothing in flight and nothing more to propose
-                if self.failed_proposals >= DUPLICATE_STREAK:
+                if self._kinds() and not any(self._kinds().values()):
                     self.stop(f"no new candidates: {DUPLICATE_STREAK} proposals in a row were duplicates or had no "
-                              "knobs to turn (the knob space reachable from the population is spent)")
+                              "knobs to turn (the knob space reachable from the population is spent)"
+                              + (", and as many LLM proposals gave no new kernel" if self.plan.llm_operators else ""))
                 break
             ready, _ = ray.wait(list(self.jobs), num_returns=1, timeout=0.5)
             for ref in ready:
@@ -210,8 +223,7 @@ class Driver:
     def _propose(self) -> bool:
         """Starts one new candidate; False when the budget or the ideas ran out, or when the first verdicts
         must come back before a parent can be chosen."""
-        if (self.stopped or self.created + self.proposing >= self.plan.candidates
-                or self.failed_proposals >= DUPLICATE_STREAK):
+        if self.stopped or self.created + self.proposing >= self.plan.candidates:
             return False
         if self.stream is not None:
             return self._replay()
@@ -219,22 +231,54 @@ class Driver:
             return self._recorded_step()
         if not self.population.best() and self.finished < self.created:
             return False                         # wait for a first correct parent before mutating
-        if self.plan.llm_operators and self._llm_jobs() >= self.plan.llm_calls:
-            return False                         # as many LLM calls in flight as configured
-        proposal = self.population.propose(self.rng, self.learning.policy)
+        kinds = self._kinds()
+        if kinds.get("llm") and self._llm_jobs() >= self.pacer.target:
+            kinds["llm"] = False                 # as many LLM calls in flight as there should be: knob meanwhile,
+        if not any(kinds.values()):              # so that no evaluator waits on the network
+            return False
+        only = None if all(kinds.values()) else (("knob",) if kinds.get("knob") else self.plan.llm_operators)
+        proposal = self.population.propose(self.rng, self.learning.policy, only)
         if proposal is None:
             return False
         return self._submit(proposal)
 
+    def _kinds(self) -> dict[str, bool]:
+        """The kinds of operator this run weights (knob, llm), each True while it is not spent (DUPLICATE_STREAK
+        proposals in a row without a new candidate; any new candidate, or a correct one, renews both)."""
+        kinds = {"knob": self.plan.population.operators.get("knob", 0) > 0, "llm": bool(self.plan.llm_operators)}
+        return {k: self.misses[k] < DUPLICATE_STREAK for k, weighted in kinds.items() if weighted}
+
     def _llm_jobs(self) -> int:
         return sum(1 for j in self.jobs.values() if j.step is Step.MUTATE and j.calls)
 
-    def _submit(self, proposal: Proposal) -> bool:
-        """Sends a proposal to the Mutator: knob mutation, or an LLM operator's Request filled from the store.
+    def _in_flight(self) -> int:
+        """Candidates between proposal and verdict at most: the plan's, or, when it follows the LLM calls, the
+        plan's with the LLM calls' current target in place of the one it started with."""
+        if self.plan.in_flight_follows_llm and self.pacer is not None:
+            return self.plan.in_flight + self.pacer.target - self.plan.llm_calls
+        return self.plan.in_flight
+
+    def _paced(self, moved: bool) -> None:
+        """Records a new target for the LLM calls in flight, with what it was computed from."""
+        if moved:
+            self.store.log_event("pacing", self.pacing())
+
+    def pacing(self) -> dict:
+        """The LLM proposals' target in flight, its bounds, and the measurements it follows."""
+        p = self.pacer
+        return {"llm_calls": p.target, "least": p.least, "most": p.most, "capped": p.capped, **p.measured()}
+
+    def _submit(self, proposal: Proposal, torch_source: str | None = None) -> bool:
+        """Sends a proposal to the Mutator: knob mutation, or an LLM operator's Request filled from the store
+        (`torch_source`: a translate founder's torch-extension kernel).
         An LLM proposal the dollar budget has no room for (its calls, and its children's verifier calls, at
         the estimate per call) stops the search instead."""
         seed, job = self.rng.getrandbits(63), Job(Step.MUTATE, proposal=proposal)
         if proposal.operator == "knob":
+            if not self.spend.room(len(self.plan.verifiers.checks)):     # its child's verifier calls
+                self.stop(f"dollar budget (${self.plan.dollars}) reached: ${self.spend.spent:.4f} spent, "
+                          f"${self.spend.estimate() - self.spend.spent:.4f} estimated for the calls in flight")
+                return False
             job.send = lambda: self.mutator.mutate.remote(proposal, seed, self.plan.knob_changes)
         else:
             job.expect = self.plan.meta_children if proposal.operator == "meta" else 1
@@ -244,7 +288,7 @@ class Driver:
                           f"${self.spend.estimate() - self.spend.spent:.4f} estimated for the calls in flight")
                 return False
             request = requests.request(proposal, self.store, self.learning.board, self.plan.strategies_shown,
-                                       self.plan.meta_children, self.profiles)
+                                       self.plan.meta_children, self.profiles, torch_source)
             job.send = lambda: self.mutator.write.remote(request, seed, proposal.model)
             self.spend.start(job.calls)
             self._profile(proposal)
@@ -289,40 +333,44 @@ class Driver:
     def _mutated(self, job: Job, result: Mutation | list[Mutation]) -> None:
         self.proposing -= job.expect
         mutations = result if isinstance(result, list) else [result]
-        if job.calls:
+        llm = bool(job.calls)
+        if llm:
             made = len(mutations) + any("strategy_seed" in m.meta for m in mutations)
             self.spend.done(job.calls, sum(m.cost_usd for m in mutations), made)
-        for m in mutations:
-            self._child(job, m)
+        new = sum(bool(self._child(job, m)) for m in mutations)
+        if llm and self.pacer is not None:
+            self._paced(self.pacer.returned(time.perf_counter() - job.started, new))
 
-    def _child(self, job: Job, m: Mutation) -> None:
-        """One child of a proposal: a new candidate, or a recorded failure (no kernel, or a duplicate)."""
+    def _child(self, job: Job, m: Mutation) -> bool:
+        """One child of a proposal: a new candidate (True), or a recorded failure (no kernel, or a duplicate)."""
         self.stage_seconds["mutate"] += m.seconds
         p = job.proposal
         llm = p.operator != "knob"
         if m.source is None or not self.population.reserve(m.source):
-            self.failed_proposals += 1           # no knobs to turn, a bad parent, no kernel in a reply, a duplicate
+            self.misses["llm" if llm else "knob"] += 1   # no knobs to turn, a bad parent, no kernel, a duplicate
             if m.source is None or llm:
                 payload = {"parent": p.parent.id if p.parent else None, "operator": p.operator, "model": m.model,
                            "reason": m.failure or "a duplicate of a candidate already made", "cost_usd": m.cost_usd,
                            "arm": p.arm, "reward": 0.0, **{k: m.meta[k] for k in ("seed", "call") if k in m.meta}}
                 self.store.log_event("mutation_failed", payload)
                 self.learning.rewarded(p.arm, 0.0, strategy_of(m.meta))
-            return
-        self.failed_proposals = 0
+            return False
+        self.misses = dict.fromkeys(self.misses, 0)
         if job.recorded is not None:             # replay: the recorded child, if the reply gives it again
             if m.source != job.recorded.source:
                 self.population.release(m.source)
                 self.store.log_event("mutation_failed", {"id": job.recorded.id, "reason": "replay: the recorded "
                                                          "reply no longer gives the recorded kernel"})
-                return
-            return self._add(job.recorded, cost_usd=m.cost_usd, timings={"mutate": m.seconds})
+                return False
+            self._add(job.recorded, cost_usd=m.cost_usd, timings={"mutate": m.seconds})
+            return True
         meta = {**m.meta, **({"inspirations": [i.id for i in p.inspirations]} if p.inspirations else {})}
         parent = p.parent
         c = Candidate.new(m.source, parents=(parent.id,) if parent else (), island=p.island,
                           generation=parent.generation + 1 if parent else 0, operator=p.operator, model=m.model,
                           meta=json.loads(json.dumps(meta, default=str)))
         self._add(c, cost_usd=m.cost_usd, timings={"mutate": m.seconds}, arm=p.arm)
+        return True
 
     def _add(self, c: Candidate, **record) -> None:
         self.store.add_candidate(c, **record)
@@ -410,6 +458,8 @@ class Driver:
         c = job.candidate
         self.evaluated += 1
         self.store.record_evaluation(c.id, ev, ev.eval_seconds)
+        if self.pacer is not None:
+            self._paced(self.pacer.judged(ev.eval_seconds))
         self.verification.judged(job.screening, ev.compiled, ev.correct, ev.failure)
         self._finish(c, Outcome(ev.fitness, ev.correct, ev.compiled, ev.failure or ""))
         if ev.correct and red_team(c):       # never ranked: saved for a regression test, reported
@@ -484,7 +534,7 @@ class Driver:
             self.store.set_reward(c.id, r)
             self.learning.rewarded(arm, r, strategy_of(c.meta_dict()))
         if outcome.correct:
-            self.failed_proposals = 0            # a new parent: its neighbours may not have been tried
+            self.misses = dict.fromkeys(self.misses, 0)     # a new parent: its neighbours may not have been tried
         self.tracker.candidate(row(self.store.get(c.id)))
         return member
 
@@ -523,7 +573,7 @@ class Driver:
             return
         if job.candidate is None:                # the mutator failed: that proposal is lost, the search goes on
             self.proposing -= job.expect
-            self.failed_proposals += 1
+            self.misses["knob" if job.proposal.operator == "knob" else "llm"] += 1
             p = job.proposal
             self.store.log_event("mutation_failed", {"parent": p.parent.id if p.parent else None, "arm": p.arm,
                                                      "reward": 0.0, "operator": p.operator,
@@ -595,6 +645,7 @@ class Driver:
                 f"correct {self.correct} ({pct:.0f}%) best {best.fitness if best else 0:.2f}x "
                 f"evaluators {busy}/{len(self.evaluators)} busy, "
                 f"in flight {len(self.jobs) + len(self.to_build) + len(self.queue)}"
+                + (f", LLM proposals {self._llm_jobs()}/{self.pacer.target}" if self.pacer is not None else "")
                 + (f", spent ${self.spend.spent:.2f} ({self.spend.calls} LLM calls)" if self.plan.llm else "")
                 + (f"; {note}" if note else ""))
         print(("\r" + line) if sys.stderr.isatty() else line, file=sys.stderr, end="" if sys.stderr.isatty() else "\n",

@@ -2,7 +2,8 @@
 
 `resolve(cfg, task, cluster)` turns the typed config (`kevolve.config.Config`) and what Ray reports of the
 cluster (`ray.cluster_resources()`: CPU and GPU counts) into a frozen `Plan`: target, shape set, how many
-evaluators and builders, how many candidates and LLM calls in flight, the judging options, cache sizes, budgets,
+evaluators and builders, how many candidates and LLM calls in flight (the LLM calls' start and bounds: the driver
+adapts within them, kevolve/search/pacing.py), the judging options, cache sizes, budgets,
 the LLM, its operators' settings and verifiers. The device the prompts name (GPU and arch, or the CPU) comes
 from the evaluators once they run (`with_device`). Nothing
 below the driver re-derives a default; a configuration the cluster cannot serve (cuda without GPUs, a
@@ -18,6 +19,7 @@ from typing import Any, Mapping
 from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, VerifiersConfig
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
+from kevolve.search import pacing
 from kevolve.task.spec import Task
 
 ABI = "c"            # a search writes kernels in the C ABI (the torch ABI is for importing kernels)
@@ -33,7 +35,8 @@ class Plan:
     evaluator_placement: Mapping[str, Any]   # Ray options of an Evaluator actor (num_cpus, num_gpus, resources)
     builders: int                        # builds in flight at most
     builder_resources: Mapping[str, float]
-    in_flight: int                       # candidates between proposal and verdict at most
+    in_flight: int                       # candidates between proposal and verdict at most (at the start: with
+                                         # `in_flight_follows_llm`, it moves with the LLM calls' target)
     reference_bytes: int                 # float64 references an evaluator keeps
     baseline_refresh_s: float            # 0: baselines timed with every candidate
     cache_dir: str | None                # configured build cache (a node's KEVOLVE_CACHE overrides it there)
@@ -47,7 +50,10 @@ class Plan:
     progress: bool
     tracker: LoggerConfig                # logger: where metrics go besides the store (kevolve.tracking)
     llm: LLMConfig | None = None         # None: no LLM (knob mutation only)
-    llm_calls: int = 0                   # LLM proposals in flight at most (0 without an LLM)
+    llm_calls: int = 0                   # LLM proposals in flight at most, at the start (0 without an LLM) …
+    llm_calls_min: int = 0               # … adapted within these bounds from measured latencies
+    llm_calls_max: int = 0               #     (kevolve/search/pacing.py; equal when search.llm_calls is set)
+    in_flight_follows_llm: bool = False  # in_flight = 4 per evaluator + the LLM calls' current target
     choice: str = "weights"              # operator × model choice policy
     translations: int = 0                # translate founders made at start
     meta_children: int = 4
@@ -89,11 +95,13 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                           f"(it has {', '.join(task.shape_sets)})")
     evaluators = r.evaluators or (gpus if target == "cuda" else 1)
     llm = cfg.llm if cfg.llm.provider != "none" else None
-    llm_calls = 0
+    llm_calls = least = most = 0
     if llm is not None:
+        # in flight ≈ evaluators × LLM latency / judgement time (pacing.py): from priors now, measured later,
+        # never more than the endpoints take at once; a configured number is kept as it is
         endpoints = len({(provider_of(llm, m), base_url_of(llm, m)) for m in llm.models}) or 1
-        # in flight ≈ evaluators × LLM latency / judgement time: 60 s replies, 4 s judgements → 15 each
-        llm_calls = s.llm_calls or min(15 * evaluators, llm.concurrency * endpoints)
+        least, most = (s.llm_calls, s.llm_calls) if s.llm_calls else (1, llm.concurrency * endpoints)
+        llm_calls = pacing.start(evaluators, target, least, most)
     llm_ops = [o for o, w in s.population.operators.items() if o != "knob" and w > 0]
     placement: dict[str, Any] = {"num_cpus": r.cpus_per_evaluator}
     if target == "cuda":
@@ -121,7 +129,8 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 cache_dir=r.cache_dir, arch=os.environ.get("KEVOLVE_CUDA_ARCH") or r.cuda_arch,
                 population=s.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
                 dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,
-                tracker=cfg.logger, llm=llm, llm_calls=llm_calls, choice=s.choice,
+                tracker=cfg.logger, llm=llm, llm_calls=llm_calls, llm_calls_min=least, llm_calls_max=most,
+                in_flight_follows_llm=s.in_flight is None and bool(llm_ops), choice=s.choice,
                 translations=s.translations if llm is not None and s.population.operators.get("translate", 0) > 0
                 else 0, meta_children=s.meta_children, strategies_shown=s.strategies_shown, verifiers=s.verifiers,
                 profile=s.profile and target == "cuda" and llm is not None)

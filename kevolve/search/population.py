@@ -186,14 +186,16 @@ class Population:
         self._selected[cid] = self._selected.get(cid, 0) + 1
         return winner.candidate
 
-    def propose(self, rng: Random, policy: Any = None) -> Proposal | None:
+    def propose(self, rng: Random, policy: Any = None, only: Iterable[str] | None = None) -> Proposal | None:
         """What to make next: an island; an operator (with `policy`, a kevolve.operators.choice.Policy, its arm:
-        operator and model; without, the configured operator weights) among those that can be served now; a
+        operator and model; without, the configured operator weights) among those that can be served now (and are
+        in `only`, when given: knob mutation alone while the LLM calls in flight are at their target); a
         parent for it (`select_parent`, a recent failure for repair, none for translate); and, with probability
         `inspiration_rate` (always for crossover, whose second parent is the first inspiration), up to
         `inspirations` archive members. None when no operator can be served (no member yet, say)."""
         island = rng.randrange(self.config.islands)
-        weights = {op: w for op, w in self.config.operators.items() if w > 0 and self._servable(op)}
+        weights = {op: w for op, w in self.config.operators.items()
+                   if w > 0 and (only is None or op in only) and self._servable(op)}
         if not weights:
             return None
         if policy is not None:

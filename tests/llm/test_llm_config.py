@@ -2,12 +2,15 @@
 is a ValueError naming it."""
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from kevolve.config import from_hydra     # also registers the task group's options (tasks/), which compose needs
 from kevolve.llm import LLMConfig, LLMConfigError, ModelSpec, make_provider, validate
 from kevolve.llm.ensemble import Disabled
 
@@ -36,9 +39,33 @@ def test_options_are_the_ones_documented():
 
 def test_overrides_from_the_command_line():
     c = load("llm=openai", "llm.models=[{name: o3, weight: 2}]", "llm.reasoning_efforts=[low,null]",
-             "+llm.prices.my-model={input: 1, output: 4}")
+             "++llm.prices={gpt-4.1: {input: 1, output: 4}, Qwen/Qwen3-32B: {input: 0.1, output: 0.2}}")
     assert [(m.name, m.weight) for m in c.models] == [("o3", 2.0)]
-    assert c.reasoning_efforts == ["low", None] and c.prices["my-model"].output == 4
+    assert c.reasoning_efforts == ["low", None] and c.prices["gpt-4.1"].output == 4    # a dotted name
+    assert c.prices["Qwen/Qwen3-32B"].input == 0.1
+
+
+def _readme_llm_commands() -> list[list[str]]:
+    """The `python -m kevolve ...` commands of README.md's "Using an LLM" section, as argument lists."""
+    text = (CONF.parent / "README.md").read_text()
+    section = text.split("## Using an LLM", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    return [shlex.split(line)[3:] for line in block.splitlines() if line.startswith("python -m kevolve ")]
+
+
+def test_the_readmes_llm_commands_compose_and_validate():
+    """Every command of "Using an LLM", and the price override its cost paragraph gives, composes into a Config
+    that passes every check (kevolve.config.from_hydra), with the provider and models it names."""
+    commands = _readme_llm_commands()
+    assert [next(a for a in c if a.startswith("llm=")) for c in commands] == ["llm=openai", "llm=gemini", "llm=local"]
+    price = re.search(r"`('\+\+llm\.prices=[^`]+')`", (CONF.parent / "README.md").read_text())[1]
+    for overrides in commands + [["llm=openai", *shlex.split(price)]]:
+        with initialize_config_dir(config_dir=str(CONF), version_base=None):
+            cfg = from_hydra(compose(config_name="config", overrides=overrides))
+        assert cfg.llm.provider == next(a for a in overrides if a.startswith("llm="))[4:] and cfg.llm.models
+        assert overrides not in commands or cfg.search.population.operators["optimize"] > 0
+        assert overrides is not commands[-1] or cfg.llm.models[0].name == "Qwen/Qwen2.5-Coder-32B-Instruct"
+    assert cfg.llm.prices["gpt-4.1"].input == 2
 
 
 def test_none_makes_a_disabled_provider_that_says_what_to_do():

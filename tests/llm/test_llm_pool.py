@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import collections
 import random
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from kevolve.llm import LLMError, Pool, make_provider
 from kevolve.llm.config import ModelSpec
 from kevolve.llm.sampler import Sampler
+from kevolve.llm.slots import Slots
 from llm_servers import ENV, USER, LLMServer, Ok, Status, openai_config
 
 
@@ -25,6 +29,46 @@ def test_concurrency_limit_is_honoured(server):
     assert len(replies) == 12 and len(server.requests) == 12
     assert server.max_active == 3
     assert pool.in_flight == 0
+
+
+def test_the_limit_holds_over_every_provider_of_a_run(server, tmp_path):
+    """The search makes a run's provider twice (the Mutator's and the Verifier's process): with the run directory
+    given, `llm.concurrency` bounds both together; another run has a limit of its own."""
+    server.then(*[Ok(delay_s=0.2) for _ in range(24)])
+    cfg = openai_config(server, concurrency=2)
+    mutator, verifier = (make_provider(cfg, env=ENV, run_dir=tmp_path / "run") for _ in range(2))
+    pools = [Pool(mutator, size=6), Pool(verifier, size=6)]
+    replies = [f.result(timeout=60) for f in [pool.submit(USER, seed=s) for s in range(6) for pool in pools]]
+    assert len(replies) == 12 and server.max_active == 2
+    other = make_provider(cfg, env=ENV, run_dir=tmp_path / "other")
+    server.max_active = 0
+    futures = [pool.submit(USER, seed=s) for s in range(10, 16) for pool in (pools[0], Pool(other, size=6))]
+    assert len([f.result(timeout=60) for f in futures]) == 12 and server.max_active == 4
+    for pool in pools:
+        pool.close()
+
+
+def test_a_slot_of_a_dead_process_is_free(tmp_path):
+    slots = Slots(1, str(tmp_path))
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time; from kevolve.llm.slots import Slots; "
+                              "s = Slots(1, sys.argv[1]); s.__enter__(); print('held', flush=True); time.sleep(60)",
+                              str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        taken = threading.Event()
+
+        def wait():
+            with slots:
+                taken.set()
+        waiter = threading.Thread(target=wait, daemon=True)
+        waiter.start()
+        assert not taken.wait(0.5)                          # the other process holds the one slot
+        child.kill()
+        assert taken.wait(5)                                # its lock died with it
+        waiter.join(5)
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_pool_runs_calls_at_once_sized_from_config(server):

@@ -119,3 +119,36 @@ def test_knob_values_make_distinct_sources_knob_comments_do_not():
     other_comment = KERNEL.replace("// knob: 128, 256, 512, 1024", "// knob: 256, 512")
     assert source_hash(other_values) != source_hash(KERNEL)
     assert source_hash(other_comment) == source_hash(KERNEL)
+
+
+# ---- carry: markers an LLM's rewrite dropped
+
+CARRIED = """constexpr int THREADS = 256;   // knob: 128, 256, 512
+#define ROWS 4                 // knob: range(1, 16, *2)
+constexpr int VEC = 4;         // knob: 1, 2, 4
+"""
+
+
+def test_carry_puts_back_dropped_markers_and_nothing_else():
+    child = ("constexpr int THREADS = 512;\n#define ROWS 4\n"
+             "constexpr int VEC = 2;   // fixed: the loads below assume pairs\nint main() { return 0; }\n")
+    source, restored = knobs.carry(CARRIED, child)
+    assert restored == ("THREADS", "ROWS")                    # VEC's line has a comment of the LLM's: left alone
+    assert source.splitlines()[2:] == child.splitlines()[2:]
+    found = knobs.parse(source)
+    assert set(found) == {"THREADS", "ROWS"} and found["THREADS"].value == "512"
+    assert found["THREADS"].choices == ("128", "256", "512") and len(found["ROWS"].choices) == 5
+
+
+@pytest.mark.parametrize("child", [
+    "constexpr int OTHER = 1;\n",                              # the name is gone
+    "constexpr int THREADS = 256;\nTHREADS = 128;\n",          # declared twice: ambiguous
+    "constexpr int THREADS = 256;  // knob: 64, 128\n",        # re-marked by the LLM: its list stands
+])
+def test_carry_leaves_what_it_cannot_place(child):
+    source, restored = knobs.carry(CARRIED, child)
+    assert source == child and "THREADS" not in restored
+
+
+def test_carry_with_malformed_knob_lines_changes_nothing():
+    assert knobs.carry("int x = 1;  // knob: 1 2\n", "int x = 1;\n") == ("int x = 1;\n", ())

@@ -5,6 +5,7 @@ token counts the server reported."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -77,6 +78,18 @@ def test_a_cut_off_reply_says_so_and_keeps_its_cost(ctx, optimize, child):
     m = apply(ctx, optimize, r)
     assert m.source is None and "never closed" in m.failure and "output token limit" in m.failure
     assert (m.cost_usd, m.model, m.seconds, m.meta["tokens_out"]) == (0.5, "gpt-4.1", 3.0, 20)
+
+
+def test_a_rewrite_that_drops_knob_markers_gets_them_back(ctx, optimize, parent, child):
+    """Knob mutation keeps working on an LLM child whose whole-kernel reply stripped the comments."""
+    stripped = re.sub(r"[ \t]*// knob:.*", "", child)
+    assert "// knob:" not in stripped and stripped != child
+    m = apply(ctx, optimize, fenced(stripped))
+    assert m.meta["knobs_restored"] == ["THREADS"] and m.meta["knobs"] == 1
+    assert knobs.parse(m.source)["THREADS"].value == "512"
+    assert knobs.parse(m.source)["THREADS"].choices == knobs.parse(parent.source)["THREADS"].choices
+    bare = apply(ctx, optimize, fenced(re.sub(r"[ \t]*// knob:.*", "", parent.source)))    # the parent, unmarked
+    assert knobs.parse(bare.source) == knobs.parse(parent.source) and bare.meta["knobs_restored"] == ["THREADS"]
 
 
 def test_a_malformed_knob_line_is_recorded_not_fatal(ctx, optimize, child):

@@ -176,3 +176,14 @@ def test_every_template_file_is_used(ctx, parent, task, monkeypatch):
     all_prompts(ctx, parent)
     files = {str(p.relative_to(template.PROMPTS).with_suffix("")) for p in template.PROMPTS.rglob("*.md")}
     assert files == used
+
+
+def test_translate_founders_alternate_the_reference_and_the_torch_extension_seeds(ctx, task):
+    """A run's translate founders: the torch reference, then the task's torch-extension kernel (layernorm_fwd's
+    torch_cuda.cu), in turn; the second one's prompt quotes that kernel to translate into the C ABI."""
+    from kevolve.search.requests import founders
+    torch_seed = task.seed_path("cuda", "torch").read_text()
+    assert founders(task, "cuda", 4) == [None, torch_seed, None, torch_seed]
+    assert founders(task, "cpu", 3) == [None, None, None]                 # no torch-extension seed for the CPU
+    text = messages(ctx, Request("translate", torch_source=founders(task, "cuda", 2)[1]))[1]["content"]
+    assert torch_seed.rstrip() in text and "torch-extension" in text.lower()

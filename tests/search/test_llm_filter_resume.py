@@ -270,6 +270,8 @@ def test_precision_recall_accuracy_and_gpu_seconds_saved_are_reported(name, resu
     assert line["gpu_seconds_saved"] == summary.gpu_seconds_saved
     text = summary_text(summary, run_dir)
     assert "LLM verifiers against the judge" in text
+    row = next(line for line in text.splitlines() if line.strip().startswith("numerics"))
+    assert "unobserved" in text and str(v["numerics"]["unobserved"]) in row.split()
     assert f"GPU-seconds saved by rejections not built: {summary.gpu_seconds_saved:.0f}" in text
 
 
