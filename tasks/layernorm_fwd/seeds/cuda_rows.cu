@@ -2,8 +2,11 @@
 // forward() picks a path from (B, N) and the alignment at run time:
 //
 //  rows     N <= ROW_TMAX * ROW_ELEMS (8192): one launch, no cluster. A group of G threads (a warp, or
-//           several) holds a whole row in registers: x, weight and bias are all loaded before the first
-//           use (one memory latency), several rows per block when G is small. Per thread, shifted sums
+//           several) holds a whole row in registers, several rows per block when G is small. When the
+//           grid is about one wave (B * threads per row <= SMs * EARLY_THREADS: latency-bound), x, weight
+//           and bias are all loaded before the first use (one memory latency); otherwise (bandwidth-
+//           bound, 8192x4096) only x is, weight and bias (L1/L2 hits) after the statistics, and a thread
+//           holds LATE_ELEMS values: fewer registers, more rows in flight per SM. Per thread, shifted sums
 //           s1 = sum d, s2 = sum d*d with d = x - x[row, 0] (float: d is O(std), so the offset init
 //           does not cancel), warp shuffles, one __syncthreads across the group's warps, the final
 //           var = s2/N - (s1/N)^2 in double. out = (d - s1/N) * rstd * w + b.
@@ -52,6 +55,7 @@
 #endif
 
 constexpr int ROW_ELEMS = 16;           // knob: 8, 16
+constexpr int LATE_ELEMS = 16;          // knob: 16, 32
 constexpr int ROW_BLOCK = 256;          // knob: 128, 256, 512
 constexpr int ROW_TMAX = 512;           // knob: 256, 512
 constexpr int CLUSTER_MAX = 16;         // knob: 8, 16
@@ -66,7 +70,7 @@ constexpr int NORM_ROWS = 32;           // knob: 4, 8, 32
 constexpr int64_t L2_KEEP_MB = 32;      // knob: 0, 16, 32, 40
 constexpr int64_t MIN_TILE = 4096;      // a split_stats block sums at least this many elements
 constexpr int ROW_LB = ROW_TMAX > ROW_BLOCK ? ROW_TMAX : ROW_BLOCK;   // rows_kernel's largest block
-constexpr int64_t ROW_MAX_N = (int64_t)CLUSTER_MAX * ROW_TMAX * ROW_ELEMS;
+constexpr int64_t ROW_MAX_N = (int64_t)CLUSTER_MAX * ROW_TMAX * (ROW_ELEMS > LATE_ELEMS ? ROW_ELEMS : LATE_ELEMS);
 
 struct Pair { double a, b; };           // (sum d, sum d * d), d = x - x[row, 0]
 
@@ -119,7 +123,7 @@ __device__ __forceinline__ void store_vec(float* p, const float* r) {
 template <int V, int S, bool EARLY>
 __global__ void __launch_bounds__(ROW_LB) rows_kernel(const float* __restrict__ x, const float* __restrict__ weight,
                                                       const float* __restrict__ bias, float* __restrict__ out,
-                                                      int64_t B, int N, float eps, int G, int cl) {
+                                                      int64_t B, int N, double inv_n, float eps, int G, int cl) {
     __shared__ float2 red[32];
     __shared__ Pair xch[32];
     const int tid = threadIdx.x;
@@ -197,7 +201,6 @@ __global__ void __launch_bounds__(ROW_LB) rows_kernel(const float* __restrict__ 
         for (int r = 0; r < cl; ++r) { S1 += xch[r].a; S2 += xch[r].b; }
 #endif
     }
-    const double inv_n = 1.0 / (double)N;
     const double dm = S1 * inv_n;
     double var = S2 * inv_n - dm * dm;
     if (var < 0.0) var = 0.0;
@@ -287,7 +290,7 @@ template <int V, int S>
 __global__ void __launch_bounds__(NORM_THREADS) split_norm(const float* __restrict__ x, const float* __restrict__ weight,
                                                            const float* __restrict__ bias, const Pair* __restrict__ sums,
                                                            float* __restrict__ out, int64_t B, int64_t N, int64_t P,
-                                                           float eps) {
+                                                           double inv_n, float eps) {
     __shared__ float st[NORM_ROWS][3];                   // shift k, mean - k, rstd
     __shared__ Pair part[NORM_THREADS / 32];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -335,7 +338,6 @@ __global__ void __launch_bounds__(NORM_THREADS) split_norm(const float* __restri
             }
         }
         if (rr < nb && l == 0) {
-            const double inv_n = 1.0 / (double)N;
             const double dm = a * inv_n;
             double var = c * inv_n - dm * dm;
             if (var < 0.0) var = 0.0;
@@ -390,7 +392,7 @@ static int rows_launch(const float* x, const float* weight, const float* bias, f
         const int R = G < ROW_BLOCK ? ROW_BLOCK / G : 1;                   // rows per block
         const int64_t grid = (B + R - 1) / R;
         if (grid > 0x7fffffff) return 1;
-        rows_kernel<V, S, EARLY><<<(unsigned)grid, R * G, 0, stream>>>(x, weight, bias, out, B, (int)N, eps, G, cl);
+        rows_kernel<V, S, EARLY><<<(unsigned)grid, R * G, 0, stream>>>(x, weight, bias, out, B, (int)N, 1.0 / (double)N, eps, G, cl);
         return cudaGetLastError() == cudaSuccess ? 0 : 2;
     }
 #if LN_CLUSTERS
@@ -420,14 +422,15 @@ static int rows_launch(const float* x, const float* weight, const float* bias, f
     const float* wc = weight;
     const float* bc = bias;
     const int n = (int)N;
-    if (cudaLaunchKernelEx(&cfg, rows_kernel<V, S, EARLY>, xc, wc, bc, out, B, n, eps, G, cl) != cudaSuccess) {
+    const double inv_n = 1.0 / (double)N;
+    if (cudaLaunchKernelEx(&cfg, rows_kernel<V, S, EARLY>, xc, wc, bc, out, B, n, inv_n, eps, G, cl) != cudaSuccess) {
         cudaGetLastError();
         return 2;
     }
     return 0;
 #else
     if ((int64_t)cl * G > 1024 || B > 0x7fffffff) return 1;               // the emulated cluster: one block
-    rows_kernel<V, S, EARLY><<<(unsigned)B, cl * G, 0, stream>>>(x, weight, bias, out, B, (int)N, eps, G, cl);
+    rows_kernel<V, S, EARLY><<<(unsigned)B, cl * G, 0, stream>>>(x, weight, bias, out, B, (int)N, 1.0 / (double)N, eps, G, cl);
     return cudaGetLastError() == cudaSuccess ? 0 : 2;
 #endif
 }
@@ -435,7 +438,7 @@ static int rows_launch(const float* x, const float* weight, const float* bias, f
 template <int V, int S, bool EARLY>
 static int rows_dispatch(int s, const float* x, const float* weight, const float* bias, float* out, int64_t B,
                          int64_t N, float eps, int G, int cl, cudaStream_t stream) {
-    if constexpr (S * V > ROW_ELEMS) {
+    if constexpr (S * V > (EARLY ? ROW_ELEMS : LATE_ELEMS)) {
         return 1;
     } else {
         if (s == S) return rows_launch<V, S, EARLY>(x, weight, bias, out, B, N, eps, G, cl, stream);
@@ -447,7 +450,11 @@ static int rows_dispatch(int s, const float* x, const float* weight, const float
 static int try_rows(const float* x, const float* weight, const float* bias, float* out, int64_t B, int64_t N,
                     float eps, int V, int sms, int wave_sms, cudaStream_t stream) {
     const int64_t nv = N / V;
-    int S = ROW_ELEMS / V;
+    // about one wave of threads: latency-bound, so weight and bias are loaded with x (one round trip);
+    // more: bandwidth-bound, so they are loaded after the statistics (fewer registers, more rows in flight)
+    const int se = ROW_ELEMS / V;
+    const bool early = B * ((nv + se - 1) / se) <= (int64_t)wave_sms * EARLY_THREADS;
+    int S = (early ? ROW_ELEMS : LATE_ELEMS) / V;
     if (nv <= 32 * (int64_t)S) {                          // a warp per row, each lane with a few vectors
         S = 1;
         while (32 * (int64_t)S < nv) S <<= 1;
@@ -458,9 +465,6 @@ static int try_rows(const float* x, const float* weight, const float* bias, floa
     if (cl_min > CLUSTER_MAX) return 1;
     int cl = cl_min;                                      // spread few rows over more blocks
     while (cl * 2 <= CLUSTER_MAX && B * cl * 2 <= sms && (need + 2 * cl - 1) / (2 * cl) >= SPREAD_MIN) cl <<= 1;
-    // about one wave of threads: latency-bound, so weight and bias are loaded with x (one round trip);
-    // more: bandwidth-bound, so they are loaded after the statistics (fewer registers, more rows in flight)
-    const bool early = B * need <= (int64_t)wave_sms * EARLY_THREADS;
     for (; cl >= cl_min; cl >>= 1) {
         const int G = (int)(((need + cl - 1) / cl + 31) / 32 * 32);
         int rc = 1;
@@ -484,7 +488,7 @@ static int norm_launch(const float* x, const float* weight, const float* bias, c
     constexpr int S = NORM_ELEMS / V;
     const int64_t chunks = (N / V + (int64_t)NORM_THREADS * S - 1) / ((int64_t)NORM_THREADS * S);
     if (chunks > 0x7fffffff) return 2;
-    split_norm<V, S><<<(unsigned)chunks, NORM_THREADS, 0, stream>>>(x, weight, bias, sums, out, B, N, P, eps);
+    split_norm<V, S><<<(unsigned)chunks, NORM_THREADS, 0, stream>>>(x, weight, bias, sums, out, B, N, P, 1.0 / (double)N, eps);
     return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 
