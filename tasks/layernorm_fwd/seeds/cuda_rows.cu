@@ -19,8 +19,10 @@
 //           cluster fits, else the next smaller cl, else split. Under the CPU emulator (no clusters)
 //           the cluster is one block of cl * G threads, its ranks the groups, so the indexing is checked.
 //  split    longer rows (or no cluster): two launches. split_stats: per (tile, row) block shifted
-//           double sums into the workspace, tile-major (the last columns of every row are read last);
-//           tiles before the last L2_KEEP_MB read with evict-first loads, so the last ones stay in L2.
+//           sums (float per 4 * STATS_UNROLL values, double beyond) into the workspace; the blocks of
+//           all tiles run at once, so what stays in L2 is chosen by priority: tiles of the first
+//           columns are read with evict-first loads, those of the last L2_KEEP_MB of columns (all of x
+//           when B * N * 4 <= 32 MB) with plain ones.
 //           split_norm: a column chunk per block, the last chunk first (its x is still in L2), weight
 //           and bias loaded once into registers (overlapping the merge of the row's tile sums, which
 //           every block does itself: no third launch), every row of the chunk two at a time; its loads
@@ -29,18 +31,20 @@
 // N % 2 == 0 and 8-byte aligned, else scalar (split_stats reads float4 between a scalar head and tail
 // of every tile in any case). Every workspace word read was written earlier in the same call.
 //
-// Predicted device time per call on an H200 (latency ~0.8 us per dependent DRAM round trip, ~1 us per
-// extra launch, 3.8 TB/s streaming; compile's time in brackets):
-//   1x65536       cluster 16 x 256 thr, V4 S4 : 1 round trip + cluster sync     ~2.5 us  [3.4]
-//   8x65536       cluster 16 x 256, 128 blocks                                   ~3    us  [4.0]
-//   1x4194304     split: stats 16 MB (~5) + norm 48 MB DRAM, x from L2 (~13)    ~19   us  [25.6]
-//   8x4194304     split: stats 128 MB (~34) + norm ~260 MB (~68)                ~100  us  [163.7]
-//   4x100001      cluster 16 x 416, V1 S16 (scalar)                             ~3.5  us  [6.9]
-//   16x8194       cluster 2 x 288, V2 S8                                         ~2    us  [2.8]
-//   32x4100       rows, a block of 288 per row, V4 S4                            ~1.5  us  [1.4]
-//   8192x4096     rows, a block of 256 per row, 256 MB streamed                  ~67   us  [65.6]
-//   1000x1000     rows, 64 thr per row, 4 rows per block, V4 S4                  ~2    us  [3.0]
-//   3x100003      cluster 16 x 416, V1 S16                                       ~3.5  us  [6.6]
+// Predicted device time per call on an H200 (graph clock; ~0.8 us per dependent DRAM round trip, ~1 us
+// per extra launch, ~3.8 TB/s streaming; torch.compile measured in brackets). Not measured yet.
+//   1x65536      cluster 16 x 256 thr, V4 S4, w/b early: 1 round trip + cluster sync   ~2.5 us  [3.4]
+//   8x65536      cluster 16 x 256, 128 blocks                                          ~3    us  [4.0]
+//   1x4194304    split: stats 16 MB (~5) + norm 48 MB DRAM, x from L2 (~13), 2 launches ~19  us  [25.6]
+//   8x4194304    split: stats 128 MB (~34) + norm ~255 MB (x 34 MB from L2) (~67)       ~100 us  [163.7]
+//   4x100001     cluster 16 x 416, V1 S16 (scalar; odd N)                               ~3.5 us  [6.9]
+//   16x8194      cluster 2 x 288, V2 S8                                                 ~2   us  [2.8]
+//   32x4100      rows, a block of 288 per row, V4 S4                                    ~1.5 us  [1.4]
+//   8192x4096    rows, 256 per row, w/b late, 5 blocks/SM: 256 MB streamed              ~66  us  [65.6]
+//   1000x1000    rows, 64 thr per row, 4 rows per block, V4 S4                          ~2   us  [3.0]
+//   3x100003     cluster 16 x 416, V1 S16                                               ~3.5 us  [6.6]
+// ptxas (sm_90a, defaults): rows_kernel 32-80 registers (<4,4,early> 80, <4,4,late> 42, <1,16,early>
+// 128 = the cap of 512 threads), split_norm 108-118, split_stats 32; no spills; <= 768 B static smem.
 #include <cstdint>
 #include <cuda_runtime.h>
 #if defined(__CUDACC__)
