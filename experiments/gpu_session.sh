@@ -5,6 +5,8 @@
 #      search wall time) and the `gpu` judge and adversarial tests (tests/judge/test_gpu.py without the per-task
 #      seed tests, tests/adversarial/test_cuda.py). Both judge through kevolve's device lock (timing phases
 #      exclusive), so the search's times are those of a GPU with nothing else timing on it;
+#      Beside them, EVALS ("task:path ..."): each kernel judged on bench by `python -m kevolve.evaluate`, one
+#      after another (also under the lock);
 #   2. alone on the GPU: the three clocks (experiments/bench_clock.py) for each kernel of CLOCK ("task:path ...");
 #   3. alone: EXTRA, a command line of further checks (e.g. "bash experiments/gpu_tasks_check.sh"), if given.
 # Each step has its own time limit (SEARCH_S + 90, TESTS_S, CLOCK_S, EXTRA_S); a step that runs out is named in
@@ -27,6 +29,16 @@ if [ "${SEARCH_S:-200}" -gt 0 ]; then
     search.wall_time_s=${SEARCH_S:-200} run_dir="$run" ${SEARCH_ARGS:-} > "$res/search.txt" 2>&1 &
   search=$!
 fi
+if [ -n "${EVALS:-}" ]; then
+  ( for pair in $EVALS; do
+      etask=${pair%%:*}; kernel=${pair#*:}; log="$res/eval_${etask}_$(basename "$kernel" .cu).txt"
+      KEVOLVE_TRACE=1 timeout ${EVAL_S:-200} python3 -m kevolve.evaluate task=$etask kernel=$kernel shapes=bench \
+        > "$log" 2> "${log%.txt}.trace"
+      rc=$?
+      echo "eval $etask $(basename "$kernel"): exit $rc after $(( $(date +%s) - t0 )) s: $(tail -1 "$log" | cut -c1-400)" >> "$res/evals.txt"
+    done ) &
+  evals=$!
+fi
 if [ "${TESTS_S:-280}" -gt 0 ]; then
   timeout ${TESTS_S:-280} python3 -m pytest -q -m gpu -rA -p no:cacheprovider tests/judge/test_gpu.py \
     tests/adversarial/test_cuda.py -k "not (test_cuda_seed_is_correct or test_every_further_cuda_seed_is_correct)" \
@@ -39,6 +51,11 @@ if [ -n "${search:-}" ]; then
   say "search: exit $? after $(( $(date +%s) - t0 )) s"
   tail -1 "$res/search.txt" | cut -c1-600 | tee -a "$summary"
   [ -d "$run" ] && tar -C "$res" -czf "$out/run.tgz" run
+fi
+
+if [ -n "${evals:-}" ]; then
+  wait $evals
+  tee -a "$summary" < "$res/evals.txt"
 fi
 
 for pair in ${CLOCK:-}; do
