@@ -1,0 +1,144 @@
+"""The outside clock's contract (`kevolve.judge.outside`): whatever times the worker reports, the evaluator's own
+clocks refute the ones that cannot be true, naming the bound, and accept honest ones.
+
+A kernel that rewrites the worker's timing results in memory is impractical to write, so the evaluator's layer is
+tested on its own: the real worker, started through `forging_worker.py` (test support, never imported by kevolve),
+forges the times its session reports — the kernel's shrunk tenfold, the baselines' tripled, the kernel's time
+moved onto the baselines — and each forgery is rejected at stage `timing` by the bound that sees it. The same
+worker forging nothing is accepted, as are the honest kernels of test_clock.py, which run with the outside clock
+on. `layernorm_heavy` is a one-configuration task whose baseline and seed repeat the operation, so that the
+contenders' calls, not the harness's own work, fill a round (see the module's limits).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kevolve.judge import harness, outside
+from kevolve.judge import build as builder
+from kevolve.judge.harness import compare, evaluate
+from kevolve.judge.options import Options
+from kevolve.task import load_task
+
+HERE = Path(__file__).resolve().parent
+HEAVY = HERE.parent / "kernels" / "tasks" / "layernorm_heavy"
+TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=5.0, timeout=60)
+
+pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
+
+
+@pytest.fixture(scope="module")
+def heavy():
+    return load_task(HEAVY)
+
+
+def forging(monkeypatch, spec: str):
+    from forging_worker import ForgingWorker
+    monkeypatch.setattr(harness, "WorkerProcess", ForgingWorker.of(spec))
+
+
+# ---------------------------------------------------------------------- the worker lies: end to end
+def test_a_worker_that_forges_nothing_is_accepted(heavy, monkeypatch):
+    """The fault-injecting worker itself changes no verdict: forging nothing, the heavy seed is accepted, its
+    probes are not counted and every timed call is still checked."""
+    forging(monkeypatch, "")
+    ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)
+    assert ev.correct, ev.failure
+    m = ev.measurements[0]
+    assert m.kernel.n == TIMED.reps and m.checked_calls == 3 * TIMED.reps     # warm-up, counted, baselines' probe
+
+
+FORGERIES = [
+    ("kernel=0.1", r"outside clock, under bound: .* for the kernel"),              # its own times ÷10
+    ("kernel=shift", r"outside clock, under bound: .* for the kernel"),            # ÷10, the rest onto the baselines
+    ("eager=3", r"outside clock, (sum|over) bound: .*(round|baselines)"),          # the baselines' ×3
+    ("eager=1000", r"outside clock, sum bound: the worker reported [\d.]+ ms of timed intervals in a round"),
+]
+
+
+@pytest.mark.parametrize("spec, says", FORGERIES, ids=[f[0] for f in FORGERIES])
+def test_forged_times_are_rejected_naming_the_bound(heavy, monkeypatch, spec, says):
+    forging(monkeypatch, spec)
+    ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)
+    assert not ev.correct and ev.stage == "timing", (ev.stage, ev.failure)
+    assert re.search(says, ev.failure), ev.failure
+    assert ev.speedup is None and ev.fitness == 0.0
+
+
+def test_a_paired_comparison_refutes_a_forged_kernel(heavy, monkeypatch):
+    """In `harness.compare` each kernel is the other's baseline: kernel a shrinking its own times is refuted."""
+    forging(monkeypatch, "kernel=0.1")
+    lib = builder.build(heavy.seed_path("cpu").read_text(), "cpu")
+    assert lib.ok, lib.error
+    c = compare(heavy, lib.lib_path, lib.lib_path, Options(target="cpu", shapes="small", reps=5, timeout=60))
+    assert c.failure and re.search(r"outside clock, under bound: .* for kernel a", c.failure), c.failure
+    assert c.faster is None and c.ratio is None
+
+
+def test_the_production_worker_has_no_forging_switch():
+    """Only tests reach forging_worker.py: no module of the package names it, and the worker the evaluator starts
+    is `python -m kevolve.judge.worker`."""
+    from kevolve import ROOT
+    from kevolve.judge.process import WorkerProcess
+    assert not [p for p in (ROOT / "kevolve").rglob("*.py") if "forging" in p.read_text()]
+    assert WorkerProcess.command(None) == ["-m", "kevolve.judge.worker"]
+
+
+# ---------------------------------------------------------------------- the bounds, as arithmetic
+def rnd(wall, cpu, main, reported=0.0, hollow=()):
+    return outside.Round(wall, cpu, main, reported, hollow)
+
+
+def test_sum_bound_holds_to_the_round_and_no_further():
+    assert outside.sum_bound(rnd(100.0, None, None, 100.9), "r") is None          # clock granularity
+    why = outside.sum_bound(rnd(100.0, None, None, 110.0), "round 1 of 1")
+    assert why and why.startswith("outside clock, sum bound:") and "round 1 of 1" in why
+    assert outside.reported_ms({"kernel": [1.0, 2.0], "_null_graph": [(1.0, 1.5)], "latency:kernel": [(0.5, 0.25)]}) \
+        == pytest.approx(5.0)
+
+
+def test_under_bound_uses_the_cpu_the_calls_burned():
+    counted = [rnd(500, 400, 300)]
+    probe = {"the kernel": rnd(400, 300, 200, hollow=("kernel",))}             # 100 ms of main-thread CPU gone
+    honest = outside.check(counted, probe, {"the kernel": 100.0}, {"the kernel": ("under",)}, 2)
+    assert honest.failure is None and honest.near is None
+    slowed = outside.check(counted, probe, {"the kernel": 250.0}, {"the kernel": ("under",)}, 2)
+    assert slowed.failure is None                                              # preempted: wall above CPU is fine
+    forged = outside.check(counted, probe, {"the kernel": 10.0}, {"the kernel": ("under",)}, 2)
+    assert forged.failure and forged.failure.startswith("outside clock, under bound:")
+    near = outside.check(counted, probe, {"the kernel": 100 - 0.75 * (0.1 * 300 + 2)}, {"the kernel": ("under",)}, 2)
+    assert near.failure is None and near.near                                  # within the slack's far half: re-time
+    threads = [rnd(500, 400, 210)]                                             # work on other threads: all / cores
+    spread = outside.check(threads, {"p": rnd(400, 200, 200)}, {"p": 60.0}, {"p": ("under",)}, 2)
+    assert spread.failure and "200.00 ms of CPU" in spread.failure
+    blind = outside.check([rnd(500, None, None)], {"p": rnd(400, None, None)}, {"p": 1.0}, {"p": ("under",)}, 2)
+    assert blind.failure is None and blind.checks == ()                        # no CPU clock: the bound is skipped
+
+
+def test_over_bound_uses_the_wall_difference():
+    counted = [rnd(1000, 0, 0), rnd(1040, 0, 0), rnd(980, 0, 0)]               # median 1000 ms
+    probe = {"baselines": rnd(600, 0, 0, hollow=("eager",))}                   # 400 ms of calls gone
+    ok = outside.check(counted, probe, {"baselines": 420.0}, {"baselines": ("over",)}, 2)
+    assert ok.failure is None and ok.near is None
+    forged = outside.check(counted, probe, {"baselines": 1200.0}, {"baselines": ("over",)}, 2)
+    assert forged.failure and forged.failure.startswith("outside clock, over bound:")
+    assert outside.check(counted, probe, {"baselines": 400 + 0.75 * 302}, {"baselines": ("over",)}, 2).near
+
+
+def test_the_cpu_clock_reads_another_process():
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", "import sys; x = sum(range(3_000_000)); sys.stdin.read()"],
+                         stdin=subprocess.PIPE)
+    try:
+        clock = outside.CpuClock(p.pid)
+        _, wall, cpu, main = outside.timed_call(clock, lambda: p.stdin.write(b"") or __import__("time").sleep(0.3))
+        assert wall >= 300 and cpu is not None and main is not None
+        assert 0 <= main <= cpu + 5 and cpu <= wall * outside.cores(p.pid) + 5
+        total, own = clock.ms()
+        assert total + 5 >= own > 0
+    finally:
+        p.kill()
+        p.wait()
