@@ -16,8 +16,9 @@ Before any worker loads a C-ABI library, `judge.symbols` checks its imports and 
 `symbols`); the worker confines itself before loading it (`judge.confine`); the worker's whole process
 group ends with the judgement, and a worker that dies at teardown turns a pass into a `teardown` crash.
 Not guaranteed: timing stability on a loaded machine; protection from a candidate that attacks the worker's
-Python objects in memory by pointer arithmetic (no layer sees it; the outputs are still checked here, in
-the evaluator, and the clock's own guarantees are `judge.timing`'s).
+Python objects in memory by pointer arithmetic (no static layer sees it; the outputs are still checked here, in
+the evaluator, and the times it reports are bounded by the evaluator's outside clock, `judge.outside`, within
+that module's limits; the clock's own guarantees are `judge.timing`'s).
 """
 from __future__ import annotations
 

@@ -6,7 +6,11 @@ nothing could be precomputed), then fresh random input variants for every round;
 compares every input set exactly with its own draw, computes each set's float64 reference once, compares
 every checked call's outputs to it within tolerance, checks that no guard was written, and only then asks for
 the next round. The number of rounds is fixed by the worker before the first timed call (`session.plan_rounds`).
-`floor_verdict` is the rule for a time the hardware cannot deliver.
+`floor_verdict` is the rule for a time the hardware cannot deliver. Every round is also measured from outside
+(`judge.outside`): its wall time and the worker's CPU time on the evaluator's side; after the counted rounds,
+one probe round per party (the kernel, the baselines; each kernel in a paired comparison) with that party's calls
+left out, never counted, its kernel calls checked like the rest; a reported time the outside clock refutes is a
+failure naming the bound, a near miss `Timed.near` (the caller times the configuration again).
 
 Guarantees: a timed call that skipped work, replayed a memoised answer, left outputs to a thread or to a
 stream outside its graph, or wrote outside its buffers, is a failure naming the call. Not guaranteed:

@@ -142,3 +142,24 @@ def test_the_cpu_clock_reads_another_process():
     finally:
         p.kill()
         p.wait()
+
+
+# ---------------------------------------------------------------------- on a GPU: the graph clock's probes
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec, says", [("", None), ("eager=100000", r"outside clock, sum bound")])
+def test_on_gpu_probes_replay_graphs_of_flushes_and_the_sum_bound_holds(monkeypatch, spec, says):
+    """CUDA: a probe replays the graph of flushes in place of the hollow contender's graph; the forging worker
+    forging nothing is accepted, and device times beyond the round's wall are refuted. (On CUDA a round's host
+    work dwarfs a graph of microsecond calls, so bounds 2 and 3 are decisive only on large configurations.)"""
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    task = load_task(HERE.parent / "kernels" / "tasks" / "layernorm_gpu_timing")
+    forging(monkeypatch, spec)
+    ev = evaluate(task, task.seed_path("cuda").read_text(),
+                  Options(target="cuda", shapes="short", baselines=("eager",), reps=30, timeout=60))
+    if says is None:
+        assert ev.correct, ev.failure
+        assert ev.measurements[0].clock == {"kernel": "graph", "eager": "graph"}
+    else:
+        assert not ev.correct and ev.stage == "timing" and re.search(says, ev.failure), (ev.stage, ev.failure)
