@@ -146,7 +146,7 @@ class Session:
         hollow = set(hollow) & set(names)
         times = self._cuda_round(order, hollow) if self.cuda else self._cpu_round(order, hollow)
         self.w._sync()
-        self._store_returned(skip=hollow)
+        self._store_returned()                           # a hollow kernel's stale results too: the same work
         reply = self._export(variants, f"round {self.round}")
         reply["times"] = times
         return reply
@@ -177,20 +177,19 @@ class Session:
                 name = order[(i + j) % len(order)]
                 times[name].append(self.clock.wall(lambda c=calls[name]: c(i)))
                 if name in self.snapshots:              # what the call left when it returned, nothing later
-                    if name not in hollow:
-                        self._store_returned(name, i)
+                    self._store_returned(name, i)
                     self.snapshots[name][i] = {n: t.clone() for n, t in self.outs[name][i]["outputs"].items()}
         return times
 
     # ------------------------------------------------------------------ torch ABI: results into the buffers
-    def _store_returned(self, only: str | None = None, slot: int | None = None, skip: set = frozenset()) -> None:
+    def _store_returned(self, only: str | None = None, slot: int | None = None) -> None:
         """Torch ABI: copies what each call returned into that call's checked buffers (`TorchKernel.store`:
         count, shape, dtype and device checked), outside the timed interval — after a round on CUDA, the
         moment the call returned on the CPU (`only`, `slot`) — and before the outputs are exported. A call
         whose result is missing leaves its NaN poison. On CUDA a graph's calls returned tensors of the
         graph's memory pool when it was captured, and each replay rewrites them."""
         for name, returned in self.returned.items():
-            if (only is not None and name != only) or name in skip:
+            if only is not None and name != only:
                 continue
             for i, r in enumerate(returned):
                 if r is not None and (slot is None or i == slot):
