@@ -5,27 +5,32 @@ Every time a verdict uses is measured inside the worker, where the candidate's n
 reaches the worker's memory by pointer arithmetic could rewrite those numbers (shrink its own, inflate the
 baselines'), and the checks of outputs would not notice. So the evaluator measures each timed round from
 outside, on clocks the worker cannot write: its own monotonic clock, from writing the request to reading the
-reply (`wall_ms`), and the worker's process CPU clock as the Linux kernel keeps it for all the worker's threads,
-exited ones included (`clock_getcpuclockid`, read by the evaluator before and after: `cpu_ms`). It also fixed
-what each round runs: the counted rounds run every contender on `n` fresh input sets; after them it asks for
-one *probe* round per party — each checked kernel alone, and the torch baselines together — in which that
-party is *hollow*: its calls are no-ops, everything around them (input draws, poison, flushes, graphs of
-flushes, snapshots, exports) is done as in a counted round (`Session.run_round(hollow=...)`). A party's
-share of a counted round, seen from outside, is then the difference between a counted round and its probe.
+reply (`wall_ms`), and the worker's CPU time as the Linux kernel accounts it — all its threads, exited ones
+included (`clock_getcpuclockid`: `cpu_ms`), and its main thread, which makes every contender's calls
+(`/proc/PID/task/PID/schedstat`: `main_ms`) — read by the evaluator before the request and after the reply,
+while the worker sits idle on its pipe. It also fixed what each round runs: the counted rounds run every
+contender on `n` fresh input sets; after them it asks for one *probe* round per party — each checked kernel,
+and the torch baselines together — in which that party is *hollow*: its calls are no-ops, everything around
+them (input draws, poison, flushes, graphs of flushes, snapshots, exports, a torch-ABI kernel's result copies)
+is done as in a counted round (`Session.run_round(hollow=...)`). A party's share of a counted round, seen from
+outside, is the difference between a counted round (the median of them) and its probe.
 
-The bounds (a violation is a rejected verdict that names the bound; a near miss re-times the configuration):
-1. **sum** — in every round, the intervals the worker reports (all contenders, the empty graphs, the latency
-   calls) fit in the round's wall time. Honest intervals are disjoint and lie inside it, so this holds for
-   every honest worker on any machine, however loaded; it needs no probe. A worker that reports more
-   time than passed is rejected: inflating baselines beyond the round.
-2. **under** — a party's reported share (n × its median per-call time, plus its latency call on CUDA) is at
-   least the CPU time its calls consumed divided by the cores the worker may use: no calls burn more than
-   `cores` CPU-seconds per wall-second, so honest wall ≥ CPU / cores is a law, and preemption by other
-   processes only lengthens the wall. The CPU difference (counted round − probe) is the kernel's own work
-   because both rounds do the same harness work; the slack is the CPU-time noise of that harness work.
-   A worker that shrinks its kernel's times below what its calls demonstrably burned is rejected.
-3. **over** — a party's reported share is at most the wall difference between the counted rounds and its
-   probe, with a slack for the rounds' wall-time noise (which on a loaded machine is large: this bound is
+The bounds (a violation is a rejected verdict that names the bound; a miss that eats more than half its slack
+is *near*, and the configuration is timed again; a second near miss passes):
+1. **sum** — in every round, probes and CUDA's uncounted first round included, the intervals the worker
+   reports (all contenders, the empty graphs, the latency calls) fit in the round's wall time. Honest intervals
+   are disjoint and lie inside it, so this holds for every honest worker on any machine, however loaded. A
+   worker that reports more time than passed is rejected: baselines inflated beyond the round. It has no
+   near band: an honest round also spends the harness's own work outside every interval it reports.
+2. **under** (each checked kernel) — its reported share (n × its median per-call time, plus its latency call
+   on CUDA) is at least the CPU time its calls burned: the main thread's difference (counted − probe), since
+   one thread cannot burn more CPU than the wall time that passes, or the whole process's difference divided
+   by the cores the worker may run on, whichever is larger. Both are laws for an honest worker, and
+   preemption by other processes only lengthens the wall; the slack is the CPU-time noise of the harness's
+   own work, which both rounds do alike. A worker that shrinks its kernel's times below what its calls
+   demonstrably burned is rejected.
+3. **over** (the baselines; in a paired comparison, each kernel) — the party's reported share is at most the
+   wall difference between the counted rounds and its probe, with a slack for the rounds' wall-time noise (which on a loaded machine is large: this bound is
    the weakest). A worker that inflates its baselines (or, in a paired comparison, the other kernel) well
    beyond their share of the round is rejected.
 
@@ -43,8 +48,9 @@ What it does not guarantee:
   (`timed.floor_verdict`) and the final re-judgement remain.
 - Resolution: the bounds see a forgery only when the forged share exceeds the rounds' noise. On the CPU the
   harness work of a round (drawing inputs, 2 × LLC flushed before every call, exports) can be ten times the
-  kernel's; bound 2 uses CPU time, which preemption does not inflate, and loses a factor `cores` for a
-  single-threaded kernel; bound 3 loses what the machine's load adds to the wall. On CUDA the shares are
+  kernel's; bound 2 uses CPU time, which preemption does not inflate, but loses the wall's excess over CPU
+  (a loaded machine lengthens the honest wall the forger divides) and, for work spread over threads, a factor
+  up to `cores`; bound 3 loses what the machine's load adds to the wall. On CUDA the shares are
   device times of microseconds against a host round of milliseconds: only bound 1 and large configurations
   are decisive there. Where the CPU clock of the worker cannot be read, bound 2 is skipped.
 """
@@ -58,7 +64,7 @@ from dataclasses import dataclass
 SUM_TOL, SUM_MS = 0.01, 0.2          # bound 1: reported ≤ wall × 1.01 + 0.2 ms (clock granularity, GPU vs host clock)
 CPU_NOISE, WALL_NOISE = 0.10, 0.30   # bounds 2, 3: slack as a share of the counted round's CPU / wall time
 SLACK_MS = 2.0                       # ... plus this much
-NEAR = 0.5                           # a miss within this share of its slack is near: re-timed, not rejected
+NEAR = 0.5                           # a miss past this share of its slack is near: re-timed, not rejected
 
 
 @dataclass(frozen=True)
