@@ -108,10 +108,12 @@ def test_under_bound_uses_the_cpu_the_calls_burned():
     assert slowed.failure is None                                              # preempted: wall above CPU is fine
     forged = outside.check(counted, probe, {"the kernel": 10.0}, {"the kernel": ("under",)}, 2)
     assert forged.failure and forged.failure.startswith("outside clock, under bound:")
-    near = outside.check(counted, probe, {"the kernel": 100 - 0.75 * (0.1 * 300 + 2)}, {"the kernel": ("under",)}, 2)
+    slack = outside.CPU_NOISE * 300 + outside.SLACK_MS
+    near = outside.check(counted, probe, {"the kernel": 100 - 0.75 * slack}, {"the kernel": ("under",)}, 2)
     assert near.failure is None and near.near                                  # within the slack's far half: re-time
     threads = [rnd(500, 400, 210)]                                             # work on other threads: all / cores
-    spread = outside.check(threads, {"p": rnd(400, 200, 200)}, {"p": 60.0}, {"p": ("under",)}, 2)
+    spread = outside.check(threads, {"p": rnd(400, 200, 200)}, {"p": 100 - 1.25 * (outside.CPU_NOISE * 200 + 2)},
+                           {"p": ("under",)}, 2)
     assert spread.failure and "200.00 ms of CPU" in spread.failure
     blind = outside.check([rnd(500, None, None)], {"p": rnd(400, None, None)}, {"p": 1.0}, {"p": ("under",)}, 2)
     assert blind.failure is None and blind.checks == ()                        # no CPU clock: the bound is skipped
@@ -122,9 +124,10 @@ def test_over_bound_uses_the_wall_difference():
     probe = {"baselines": rnd(600, 0, 0, hollow=("eager",))}                   # 400 ms of calls gone
     ok = outside.check(counted, probe, {"baselines": 420.0}, {"baselines": ("over",)}, 2)
     assert ok.failure is None and ok.near is None
-    forged = outside.check(counted, probe, {"baselines": 1200.0}, {"baselines": ("over",)}, 2)
+    slack = outside.WALL_NOISE * 1000 + outside.SLACK_MS
+    forged = outside.check(counted, probe, {"baselines": 400 + 1.25 * slack}, {"baselines": ("over",)}, 2)
     assert forged.failure and forged.failure.startswith("outside clock, over bound:")
-    assert outside.check(counted, probe, {"baselines": 400 + 0.75 * 302}, {"baselines": ("over",)}, 2).near
+    assert outside.check(counted, probe, {"baselines": 400 + 0.75 * slack}, {"baselines": ("over",)}, 2).near
 
 
 def test_the_cpu_clock_reads_another_process():
