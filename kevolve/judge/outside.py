@@ -169,17 +169,20 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
         share = shares[party]
         if "under" in bounds[party] and cpu is not None and probe.cpu_ms is not None:
             burned = cpu - probe.cpu_ms                         # bound 2: the wall share is at least the CPU its
-            floor = burned / n_cores                            # calls burned on any one thread, and at least
-            noise = cpu / n_cores                               # all they burned over the cores
-            if main is not None and probe.main_ms is not None and main - probe.main_ms > floor:
-                floor, noise = main - probe.main_ms, main
+            floor = burned / n_cores                            # calls burned on the one thread that makes them,
+            noise = cpu / n_cores                               # and at least all they burned over the cores
+            on_main = main - probe.main_ms if main is not None and probe.main_ms is not None else None
+            if on_main is not None and on_main > floor:
+                floor, noise = on_main, main
             slack = CPU_NOISE * noise + SLACK_MS
             made.append((party, "under", share, floor, slack))
             if floor > share + slack:
+                where = f"{on_main:.2f} ms on the worker's main thread and " if on_main is not None else ""
                 return Verdict(failure=(
                     f"outside clock, under bound: the worker reported {share:.2f} ms per round for {party}, but its "
-                    f"calls burned {burned:.2f} ms of CPU per round, {floor:.2f} ms of wall at least (slack "
-                    f"{slack:.2f} ms) — its times were shrunk in the worker"), checks=tuple(made))
+                    f"calls burned {where}{burned:.2f} ms of CPU on all its threads ({n_cores} cores): at least "
+                    f"{floor:.2f} ms of wall per round (slack {slack:.2f} ms) — its times were shrunk in the worker"),
+                    checks=tuple(made))
             if floor > share + NEAR * slack:
                 near = near or f"{party}: under bound, {share:.2f} ms reported against {floor:.2f} ms"
         if "over" in bounds[party]:

@@ -114,7 +114,7 @@ def test_under_bound_uses_the_cpu_the_calls_burned():
     threads = [rnd(500, 400, 210)]                                             # work on other threads: all / cores
     spread = outside.check(threads, {"p": rnd(400, 200, 200)}, {"p": 100 - 1.25 * (outside.CPU_NOISE * 200 + 2)},
                            {"p": ("under",)}, 2)
-    assert spread.failure and "200.00 ms of CPU" in spread.failure
+    assert spread.failure and "200.00 ms of CPU on all its threads (2 cores)" in spread.failure
     blind = outside.check([rnd(500, None, None)], {"p": rnd(400, None, None)}, {"p": 1.0}, {"p": ("under",)}, 2)
     assert blind.failure is None and blind.checks == ()                        # no CPU clock: the bound is skipped
 
