@@ -7,8 +7,8 @@ baselines'), and the checks of outputs would not notice. So the evaluator measur
 outside, on clocks the worker cannot write: its own monotonic clock, from writing the request to reading the
 reply (`wall_ms`), and the worker's CPU time as the Linux kernel accounts it — all its threads, exited ones
 included (`clock_getcpuclockid`: `cpu_ms`), and its main thread, which makes every contender's calls
-(`/proc/PID/task/PID/schedstat`: `main_ms`) — read by the evaluator before the request and after the reply,
-while the worker sits idle on its pipe. It also fixed what each round runs: the counted rounds run every
+(`/proc/PID/task/PID/schedstat`: `main_ms`) — read by the evaluator before the request and once it has read
+the round's outputs (`Span`), while an honest worker sits idle on its pipe. It also fixed what each round runs: the counted rounds run every
 contender on `n` fresh input sets; it also asks for one *probe* round per party — each checked kernel (before
 the counted rounds), and the torch baselines together (after them) — in which that party is *hollow*: its calls are no-ops, everything around
 them (input draws, poison, flushes, graphs of flushes, snapshots, exports, a torch-ABI kernel's result copies)
@@ -36,8 +36,9 @@ is *near*, and the configuration is timed again; a second near miss passes):
 
 Why a worker cannot escape by doing less: every call of a checked kernel in a counted round and in a probe
 is checked against the float64 reference on fresh inputs the evaluator named in that request, so its work
-happens inside the round and is counted by both clocks; skipping the baselines' unchecked calls only makes
-their outside share smaller. Why a kernel cannot turn this off: the probes and the bounds live in the
+happens after that request, and is counted by the CPU clock even if the worker defers it past its reply (the
+CPU window closes once the evaluator has read the outputs; the wall window, at the reply); skipping the
+baselines' unchecked calls only makes their outside share smaller. Why a kernel cannot turn this off: the probes and the bounds live in the
 evaluator; the worker learns only which contenders to leave out of a round.
 
 What it does not guarantee:
@@ -71,7 +72,7 @@ NEAR = 0.5                           # a miss past this share of its slack is ne
 class Round:
     """One round as the evaluator saw it."""
     wall_ms: float                   # request written → reply read, the evaluator's monotonic clock
-    cpu_ms: float | None             # the worker's CPU time over the same span, all threads (None: unreadable)
+    cpu_ms: float | None             # the worker's CPU time, request → outputs read, all threads (None: unreadable)
     main_ms: float | None            # ... its main thread's, which makes every contender's calls
     reported_ms: float               # every interval the worker reported, summed
     hollow: tuple[str, ...] = ()     # the contenders left out (a probe); () for a counted round
@@ -116,15 +117,25 @@ class CpuClock:
         return total, main
 
 
-def timed_call(cpu: CpuClock, fn):
-    """Runs `fn()` (one request to the worker and its reply) and returns (reply, wall ms, worker CPU ms, main
-    thread CPU ms); the CPU times None where unreadable. The worker is idle (blocked reading its pipe) before
-    the request and after its reply, so both spans are the round's."""
-    (c0, m0), t0 = cpu.ms(), time.monotonic()
-    reply = fn()
-    t1, (c1, m1) = time.monotonic(), cpu.ms()
-    diff = lambda a, b: b - a if a is not None and b is not None else None  # noqa: E731
-    return reply, (t1 - t0) * 1e3, diff(c0, c1), diff(m0, m1)
+class Span:
+    """One round seen from outside: the wall time from writing the request to reading the reply, and the
+    worker's CPU time from before the request until the evaluator has read every output of the round — so work
+    a worker defers past its reply (outputs written while the evaluator computes references) still counts. An
+    honest worker sits idle on its pipe on both sides of the request."""
+
+    def __init__(self, cpu: CpuClock):
+        self.cpu = cpu
+        (self.c0, self.m0), self.t0 = cpu.ms(), time.monotonic()
+        self.wall_ms = None
+
+    def replied(self) -> None:
+        self.wall_ms = (time.monotonic() - self.t0) * 1e3
+
+    def round(self, times: dict, hollow: tuple[str, ...] = ()) -> Round:
+        """The round, once its outputs are read (`times`: the reply's)."""
+        c1, m1 = self.cpu.ms()
+        diff = lambda a, b: b - a if a is not None and b is not None else None  # noqa: E731
+        return Round(self.wall_ms, diff(self.c0, c1), diff(self.m0, m1), reported_ms(times), tuple(hollow))
 
 
 def reported_ms(times: dict) -> float:

@@ -69,12 +69,16 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     cpu = outside.CpuClock(worker.proc.pid)
     counted: list[outside.Round] = []
 
-    def run(hollow: tuple[str, ...], when: str) -> tuple[dict, list[int], outside.Round]:
+    def run(hollow: tuple[str, ...], when: str) -> tuple[str | None, dict, outside.Round]:
+        """One round: the worker's reply, verified, and the round as the outside clock saw it."""
         variants = [fresh_variant() for _ in range(inputs)]
         with checker.clock("round", f"{cfg.id} {when}"):
-            reply, wall, burned, main = outside.timed_call(cpu, lambda: _call(
-                worker, limit * max(1, n), "time_round", variants=variants, hollow=list(hollow)))
-        return reply, variants, outside.Round(wall, burned, main, outside.reported_ms(reply["times"]), hollow)
+            span = outside.Span(cpu)
+            reply = _call(worker, limit * max(1, n), "time_round", variants=variants, hollow=list(hollow))
+            span.replied()
+        wrong = _verify(checker, cfg, reply, variants, n, when, other, hollow)
+        seen = span.round(reply["times"], hollow)
+        return wrong or outside.sum_bound(seen, when), reply, seen
 
     parties = _parties(setup["clock"], other)
     probes: dict[str, outside.Round] = {}
@@ -82,11 +86,9 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     def probe(party: str) -> str | None:
         nonlocal checked
         when = f"outside-clock probe without {party}"
-        hollow = parties[party]
-        reply, variants, seen = run(hollow, when)
-        probes[party] = seen
-        checked += sum(o["who"] not in hollow for o in reply["outputs"])
-        return _verify(checker, cfg, reply, variants, n, when, other, hollow) or outside.sum_bound(seen, when)
+        wrong, reply, probes[party] = run(parties[party], when)
+        checked += sum(o["who"] not in parties[party] for o in reply["outputs"])
+        return wrong
 
     # the checked kernels' probes first, the baselines' last: a judgement's first round costs the harness more
     # (allocations settle), which then errs on the side of the kernel in both bounds
@@ -97,8 +99,7 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
         if why:
             break
         when = f"round {r + 1} of {rounds}"
-        reply, variants, seen = run((), when)
-        why = _verify(checker, cfg, reply, variants, n, when, other) or outside.sum_bound(seen, when)
+        why, reply, seen = run((), when)
         checked += len(reply["outputs"])
         if not cuda or r > 0:
             counted.append(seen)
