@@ -26,13 +26,14 @@ is *near*, and the configuration is timed again; a second near miss passes):
    on CUDA) is at least the CPU time its calls burned: the main thread's difference (counted − probe), since
    one thread cannot burn more CPU than the wall time that passes, or the whole process's difference divided
    by the cores the worker may run on, whichever is larger. Both are laws for an honest worker, and
-   preemption by other processes only lengthens the wall; the slack is the CPU-time noise of the harness's
-   own work, which both rounds do alike. A worker that shrinks its kernel's times below what its calls
+   preemption by other processes only lengthens the wall; the slack is half the probe's CPU time: the noise of
+   the work both rounds share (contention on a shared machine moved it by a third between two rounds). A worker that shrinks its kernel's times below what its calls
    demonstrably burned is rejected.
 3. **over** (the baselines; in a paired comparison, each kernel) — the party's reported share is at most the
-   wall difference between the counted rounds and its probe, with a slack for the rounds' wall-time noise (which on a loaded machine is large: this bound is
-   the weakest). A worker that inflates its baselines (or, in a paired comparison, the other kernel) well
-   beyond their share of the round is rejected.
+   wall difference between the counted rounds and its probe, plus half the longer of the two (on a loaded
+   machine two rounds' walls differ by half and more: this bound is the weakest, and holds for an honest
+   worker as long as two rounds' shared work does not differ twofold). A worker that inflates its baselines
+   (or, in a paired comparison, the other kernel) well beyond their share of the round is rejected.
 
 Why a worker cannot escape by doing less: every call of a checked kernel in a counted round and in a probe
 is checked against the float64 reference on fresh inputs the evaluator named in that request, so its work
@@ -63,7 +64,7 @@ import time
 from dataclasses import dataclass
 
 SUM_TOL, SUM_MS = 0.01, 0.2          # bound 1: reported ≤ wall × 1.01 + 0.2 ms (clock granularity, GPU vs host clock)
-CPU_NOISE, WALL_NOISE = 0.25, 0.50   # bounds 2, 3: slack as a share of the counted round's CPU / wall time
+CPU_NOISE, WALL_NOISE = 0.50, 0.50   # bounds 2, 3: slack as a share of the probe's CPU / the longer wall
 SLACK_MS = 2.0                       # ... plus this much
 NEAR = 0.5                           # a miss past this share of its slack is near: re-timed, not rejected
 
@@ -181,10 +182,10 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
         if "under" in bounds[party] and cpu is not None and probe.cpu_ms is not None:
             burned = cpu - probe.cpu_ms                         # bound 2: the wall share is at least the CPU its
             floor = burned / n_cores                            # calls burned on the one thread that makes them,
-            noise = cpu / n_cores                               # and at least all they burned over the cores
+            noise = probe.cpu_ms / n_cores                      # and at least all they burned over the cores; the
             on_main = main - probe.main_ms if main is not None and probe.main_ms is not None else None
-            if on_main is not None and on_main > floor:
-                floor, noise = on_main, main
+            if on_main is not None and on_main > floor:         # noise is the shared work's: the probe's CPU
+                floor, noise = on_main, probe.main_ms
             slack = CPU_NOISE * noise + SLACK_MS
             made.append((party, "under", share, floor, slack))
             if floor > share + slack:
@@ -198,7 +199,7 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
                 near = near or f"{party}: under bound, {share:.2f} ms reported against {floor:.2f} ms"
         if "over" in bounds[party]:
             ceiling = max(0.0, wall - probe.wall_ms)             # bound 3: wall share ≤ wall difference
-            slack = WALL_NOISE * wall + SLACK_MS
+            slack = WALL_NOISE * max(wall, probe.wall_ms) + SLACK_MS
             made.append((party, "over", share, ceiling, slack))
             if share > ceiling + slack:
                 return Verdict(failure=(
