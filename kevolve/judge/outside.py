@@ -9,8 +9,8 @@ reply (`wall_ms`), and the worker's CPU time as the Linux kernel accounts it —
 included (`clock_getcpuclockid`: `cpu_ms`), and its main thread, which makes every contender's calls
 (`/proc/PID/task/PID/schedstat`: `main_ms`) — read by the evaluator before the request and once it has read
 the round's outputs (`Span`), while an honest worker sits idle on its pipe. It also fixed what each round runs: the counted rounds run every
-contender on `n` fresh input sets; it also asks for one *probe* round per party — each checked kernel (before
-the counted rounds), and the torch baselines together (after them) — in which that party is *hollow*: its calls are no-ops, everything around
+contender on `n` fresh input sets; it also asks for *probe* rounds in which a party is *hollow* — each checked
+kernel alone (before the counted rounds), and all contenders together (after them, when there are several): its calls are no-ops, everything around
 them (input draws, poison, flushes, graphs of flushes, snapshots, exports, a torch-ABI kernel's result copies)
 is done as in a counted round (`Session.run_round(hollow=...)`). A party's share of a counted round, seen from
 outside, is the difference between a counted round (the median of them) and its probe.
@@ -29,13 +29,15 @@ is *near*, and the configuration is timed again; a second near miss passes):
    preemption by other processes only lengthens the wall; the slack is half the probe's CPU time: the noise of
    the work both rounds share (contention on a shared machine moved it by a third between two rounds). A worker that shrinks its kernel's times below what its calls
    demonstrably burned is rejected.
-3. **over** (the baselines; in a paired comparison, each kernel) — the party's reported share is at most the
-   wall difference between the counted rounds and its probe, plus half the longer of the two (on a loaded
+3. **over** (all contenders together: the kernel, the baselines; in a paired comparison both kernels) — their
+   reported shares together are at most the wall difference between the counted rounds and the probe without
+   any call, plus half the longer of the two (on a loaded
    machine two rounds' walls differ by half and more: this bound is the weakest, and holds for an honest
    worker as long as two rounds' shared work does not differ twofold). A worker that inflates its baselines
-   (or, in a paired comparison, the other kernel) well beyond their share of the round is rejected.
+   (or, in a paired comparison, the other kernel) well beyond their share of the round is rejected; one that
+   moves its kernel's time onto them keeps the total and meets bound 2.
 
-Why a worker cannot escape by doing less: every call of a checked kernel in a counted round and in a probe
+Why a worker cannot escape by doing less: every call of a checked kernel in a counted round or a probe
 is checked against the float64 reference on fresh inputs the evaluator named in that request, so its work
 happens after that request, and is counted by the CPU clock even if the worker defers it past its reply (the
 CPU window closes once the evaluator has read the outputs; the wall window, at the reply); skipping the

@@ -8,8 +8,8 @@ every checked call's outputs to it within tolerance, checks that no guard was wr
 the next round. The number of rounds is fixed by the worker before the first timed call (`session.plan_rounds`).
 `floor_verdict` is the rule for a time the hardware cannot deliver. Every round is also measured from outside
 (`judge.outside`): its wall time and the worker's CPU time on the evaluator's side; besides the counted rounds,
-one probe round per party (the kernel before them, the baselines after; each kernel in a paired comparison)
-with that party's calls left out, never counted, its kernel calls checked like the rest; a reported time the outside clock refutes is a
+one probe round per checked kernel before them with its calls left out, and one after them with every call
+left out; never counted, every kernel call in them checked like the rest; a reported time the outside clock refutes is a
 failure naming the bound, a near miss `Timed.near` (the caller times the configuration again).
 
 Guarantees: a timed call that skipped work, replayed a memoised answer, left outputs to a thread or to a
@@ -90,9 +90,9 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
         checked += sum(o["who"] not in parties[party] for o in reply["outputs"])
         return wrong
 
-    # the checked kernels' probes first, the baselines' last: a judgement's first round costs the harness more
+    # the checked kernels' probes first, the empty one last: a judgement's first round costs the harness more
     # (allocations settle), which then errs on the side of the kernel in both bounds
-    for party in [p for p in parties if p != "baselines"]:
+    for party in [p for p in parties if p != ALL]:
         why = why or probe(party)
     rounds = setup["rounds"] + (1 if cuda else 0)       # CUDA: the first replay uploads the graph; not kept
     for r in range(rounds):
@@ -105,8 +105,8 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
             counted.append(seen)
             for name, values in reply["times"].items():
                 raw[name].extend(values)
-    if "baselines" in parties:
-        why = why or probe("baselines")
+    if ALL in parties:
+        why = why or probe(ALL)
     worker.call("time_end", 120)
     if why:
         return Timed(clock=setup["clock"], notes=setup["notes"], checked_calls=checked, failure=why)
@@ -120,8 +120,7 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
         latency[name] = timing.per_call(raw[f"latency:{name}"], raw["_null_synced"], 1)
     shares = {party: sum(n * timing.median(samples[c]) + (timing.median(latency[c]) if latency.get(c) else 0.0)
                          for c in hollow) for party, hollow in parties.items()}
-    bounds = {party: ("under", "over") if other and party != "baselines" else
-              ("over",) if party == "baselines" else ("under",) for party in parties}
+    bounds = {party: ("over",) if party == ALL else ("under",) for party in parties}
     seen = outside.check(counted, probes, shares, bounds, outside.cores(worker.proc.pid))
     return Timed(samples, latency, setup["clock"], setup["notes"], checked, failure=seen.failure, near=seen.near,
                  outside=seen.checks)
@@ -129,13 +128,16 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
 
 def _parties(clock: dict, other: bool) -> dict[str, tuple[str, ...]]:
     """The parties the outside clock probes, each with the contenders its probe leaves out: each checked
-    kernel on its own, and the torch baselines together."""
+    kernel on its own, and, where there is more than one contender, all of them (a probe with no call at all,
+    so none to check)."""
     kernels = ("kernel", "other") if other else ("kernel",)
     parties = {("kernel a" if other else "the kernel") if k == "kernel" else "kernel b": (k,) for k in kernels}
-    torch_ = tuple(name for name in clock if name not in kernels)
-    if torch_:
-        parties["baselines"] = torch_
+    if len(clock) > 1:
+        parties[ALL] = tuple(clock)
     return parties
+
+
+ALL = "all contenders"
 
 
 def _call(worker: WorkerProcess, timeout: float, cmd: str, **args) -> dict:

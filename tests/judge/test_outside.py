@@ -47,13 +47,13 @@ def test_a_worker_that_forges_nothing_is_accepted(heavy, monkeypatch):
     ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)
     assert ev.correct, ev.failure
     m = ev.measurements[0]
-    assert m.kernel.n == TIMED.reps and m.checked_calls == 3 * TIMED.reps     # warm-up, counted, baselines' probe
+    assert m.kernel.n == TIMED.reps and m.checked_calls == 2 * TIMED.reps     # warm-up and counted: probes check none
 
 
 FORGERIES = [
     ("kernel=0.1", r"outside clock, under bound: .* for the kernel"),              # its own times ÷10
     ("kernel=shift", r"outside clock, under bound: .* for the kernel"),            # ÷10, the rest onto the baselines
-    ("eager=3", r"outside clock, (sum|over) bound: .*(round|baselines)"),          # the baselines' ×3
+    ("eager=3", r"outside clock, (sum|over) bound: .*round"),                     # the baselines' ×3
     ("eager=1000", r"outside clock, sum bound: the worker reported [\d.]+ ms of timed intervals in a round"),
 ]
 
