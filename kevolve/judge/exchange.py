@@ -62,6 +62,16 @@ def read(handle, dtype, shape: tuple, device: str):
     return out
 
 
+def discard(handles: dict) -> None:
+    """Drops exported outputs the evaluator will not read (an outside-clock probe's): files are unlinked."""
+    for h in handles.values():
+        if isinstance(h, str):
+            try:
+                os.unlink(h)
+            except OSError:
+                pass
+
+
 def open_ipc(desc: dict, dtype, shape: tuple):
     """A view of a worker's buffer, shaped as the task says; the allocation must hold it. The mapping is
     shared by every view of one allocation alive at once, and closed when the last view is freed."""

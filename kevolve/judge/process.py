@@ -58,7 +58,7 @@ class WorkerProcess:
         for var, sub in (("TMPDIR", ""), ("HOME", ""), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
                          ("TRITON_CACHE_DIR", "triton"), ("CUDA_CACHE_PATH", "nv"), ("XDG_CACHE_HOME", "cache")):
             extra[var] = os.path.join(self.tmp, sub) if sub else self.tmp
-        self.proc = subprocess.Popen([sys.executable, "-m", "kevolve.judge.worker"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, *self.command()], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(extra),
                                      start_new_session=True, cwd=self.tmp)
         self.pgid = self.proc.pid                         # its own session and group, led by the worker
@@ -67,6 +67,11 @@ class WorkerProcess:
         self._drainer.start()
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)
+
+    def command(self) -> list[str]:
+        """What the worker's Python runs (tests start a fault-injecting worker through a subclass; nothing in
+        the worker's process can change what its evaluator starts)."""
+        return ["-m", "kevolve.judge.worker"]
 
     def _drain(self) -> None:
         for line in iter(self.proc.stderr.readline, b""):

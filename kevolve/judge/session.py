@@ -131,7 +131,11 @@ class Session:
             pass
 
     # ------------------------------------------------------------------ one round
-    def run_round(self, variants: list[int]) -> dict:
+    def run_round(self, variants: list[int], hollow: list[str] | tuple = ()) -> dict:
+        """One round; the contenders named in `hollow` (a probe of `judge.outside`) are replaced by no-ops that
+        cost what everything around their calls costs — the same flushes, graph of flushes, snapshots and
+        exports — so that the evaluator's outside clock sees the round without their calls. A hollow round is
+        never counted."""
         self._fill(variants)
         self._poison()
         self.w._sync()
@@ -139,36 +143,39 @@ class Session:
         k = self.round % len(names)
         order = names[k:] + names[:k]
         self.round += 1
-        times = self._cuda_round(order) if self.cuda else self._cpu_round(order)
+        hollow = set(hollow) & set(names)
+        times = self._cuda_round(order, hollow) if self.cuda else self._cpu_round(order, hollow)
         self.w._sync()
-        self._store_returned()
+        self._store_returned()                           # a hollow kernel's stale results too: the same work
         reply = self._export(variants, f"round {self.round}")
         reply["times"] = times
         return reply
 
-    def _cuda_round(self, order: list[str]) -> dict:
+    def _cuda_round(self, order: list[str], hollow: set = frozenset()) -> dict:
         clock, times = self.clock, {}
         null = self.graphs.get("_null")
         times["_null_graph"] = [clock.replay(null)] if null is not None else []
         times["_null_queued"] = [clock.queued(lambda: None)]
         times["_null_synced"] = [clock.synced(lambda: None)]
         for name in order:
-            call = self.calls[name]
-            if name in self.graphs:
-                times[name] = [clock.replay(self.graphs[name])]
+            call = self.calls[name] if name not in hollow else (lambda i: None)
+            if name in self.graphs and (name not in hollow or null is not None):
+                times[name] = [clock.replay(self.graphs[name] if name not in hollow else null)]
             else:
                 times[name] = [clock.queued(lambda i=i: call(i)) for i in range(self.n)]
         for name in order:                               # the latency column: one synced call, its own inputs
-            times[f"latency:{name}"] = [self.clock.synced(lambda c=self.calls[name]: c(self.n))]
+            call = self.calls[name] if name not in hollow else (lambda i: None)
+            times[f"latency:{name}"] = [self.clock.synced(lambda c=call: c(self.n))]
         return times
 
-    def _cpu_round(self, order: list[str]) -> dict:
+    def _cpu_round(self, order: list[str], hollow: set = frozenset()) -> dict:
         times: dict[str, list] = {name: [] for name in order}
         self.snapshots = {name: [None] * self.n for name in self.checked}
+        calls = {name: (lambda i: None) if name in hollow else c for name, c in self.calls.items()}
         for i in range(self.n):
             for j in range(len(order)):
                 name = order[(i + j) % len(order)]
-                times[name].append(self.clock.wall(lambda c=self.calls[name]: c(i)))
+                times[name].append(self.clock.wall(lambda c=calls[name]: c(i)))
                 if name in self.snapshots:              # what the call left when it returned, nothing later
                     self._store_returned(name, i)
                     self.snapshots[name][i] = {n: t.clone() for n, t in self.outs[name][i]["outputs"].items()}

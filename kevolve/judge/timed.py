@@ -6,7 +6,11 @@ nothing could be precomputed), then fresh random input variants for every round;
 compares every input set exactly with its own draw, computes each set's float64 reference once, compares
 every checked call's outputs to it within tolerance, checks that no guard was written, and only then asks for
 the next round. The number of rounds is fixed by the worker before the first timed call (`session.plan_rounds`).
-`floor_verdict` is the rule for a time the hardware cannot deliver.
+`floor_verdict` is the rule for a time the hardware cannot deliver. Every round is also measured from outside
+(`judge.outside`): its wall time and the worker's CPU time on the evaluator's side; besides the counted rounds,
+one probe round per checked kernel before them with its calls left out, and one after them with every call
+left out; never counted, every kernel call in them checked like the rest; a reported time the outside clock refutes is a
+failure naming the bound, a near miss `Timed.near` (the caller times the configuration again).
 
 Guarantees: a timed call that skipped work, replayed a memoised answer, left outputs to a thread or to a
 stream outside its graph, or wrote outside its buffers, is a failure naming the call. Not guaranteed:
@@ -19,7 +23,7 @@ import collections
 import secrets
 from dataclasses import dataclass, field
 
-from kevolve.judge import timing
+from kevolve.judge import exchange, outside, timing
 from kevolve.judge.checks import Checker
 from kevolve.judge.options import Options
 from kevolve.judge.process import WorkerDied, WorkerProcess
@@ -37,6 +41,8 @@ class Timed:
     notes: dict = field(default_factory=dict)
     checked_calls: int = 0                          # kernel calls whose outputs were checked
     failure: str | None = None
+    near: str | None = None                         # the outside clock's near miss: time again
+    outside: tuple = ()                             # the outside clock's checks (`outside.Verdict.checks`)
 
 
 def fresh_variant() -> int:
@@ -47,7 +53,9 @@ def fresh_variant() -> int:
 def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
                 baselines: tuple[str, ...], other: bool = False, baseline_ms: float | None = None) -> Timed:
     """Times the kernel (and the `other` kernel, for `harness.compare`) and `baselines` on `cfg`, every
-    kernel call checked. A wrong timed call is `Timed.failure`; a worker error raises `WorkerDied`."""
+    kernel call checked, every round also timed from outside (`judge.outside`). A wrong timed call or a time
+    the outside clock refutes is `Timed.failure`, a near miss of it `Timed.near`; a worker error raises
+    `WorkerDied`."""
     limit = options.timeout + 60
     seed = fresh_variant()
     with checker.clock("setup", f"{cfg.id}"):
@@ -58,18 +66,47 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     checked = len(setup["outputs"])
     why = _verify(checker, cfg, setup, [seed + i for i in range(inputs)], n, "warm-up", other)
     raw: dict[str, list] = collections.defaultdict(list)
+    cpu = outside.CpuClock(worker.proc.pid)
+    counted: list[outside.Round] = []
+
+    def run(hollow: tuple[str, ...], when: str) -> tuple[str | None, dict, outside.Round]:
+        """One round: the worker's reply, verified, and the round as the outside clock saw it."""
+        variants = [fresh_variant() for _ in range(inputs)]
+        with checker.clock("round", f"{cfg.id} {when}"):
+            span = outside.Span(cpu)
+            reply = _call(worker, limit * max(1, n), "time_round", variants=variants, hollow=list(hollow))
+            span.replied()
+        wrong = _verify(checker, cfg, reply, variants, n, when, other, hollow)
+        seen = span.round(reply["times"], hollow)
+        return wrong or outside.sum_bound(seen, when), reply, seen
+
+    parties = _parties(setup["clock"], other)
+    probes: dict[str, outside.Round] = {}
+
+    def probe(party: str) -> str | None:
+        nonlocal checked
+        when = f"outside-clock probe without {party}"
+        wrong, reply, probes[party] = run(parties[party], when)
+        checked += sum(o["who"] not in parties[party] for o in reply["outputs"])
+        return wrong
+
+    # the checked kernels' probes first, the empty one last: a judgement's first round costs the harness more
+    # (allocations settle), which then errs on the side of the kernel in both bounds
+    for party in [p for p in parties if p != ALL]:
+        why = why or probe(party)
     rounds = setup["rounds"] + (1 if cuda else 0)       # CUDA: the first replay uploads the graph; not kept
     for r in range(rounds):
         if why:
             break
-        variants = [fresh_variant() for _ in range(inputs)]
-        with checker.clock("round", f"{cfg.id} round {r + 1}/{rounds}"):
-            reply = _call(worker, limit * max(1, n), "time_round", variants=variants)
-        why = _verify(checker, cfg, reply, variants, n, f"round {r + 1} of {rounds}", other)
+        when = f"round {r + 1} of {rounds}"
+        why, reply, seen = run((), when)
         checked += len(reply["outputs"])
         if not cuda or r > 0:
+            counted.append(seen)
             for name, values in reply["times"].items():
                 raw[name].extend(values)
+    if ALL in parties:
+        why = why or probe(ALL)
     worker.call("time_end", 120)
     if why:
         return Timed(clock=setup["clock"], notes=setup["notes"], checked_calls=checked, failure=why)
@@ -81,7 +118,26 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
         null = raw["_null_graph"] if kind == "graph" else raw["_null_queued"]
         samples[name] = timing.per_call(raw[name], null, n if kind == "graph" else 1, graph=kind == "graph")
         latency[name] = timing.per_call(raw[f"latency:{name}"], raw["_null_synced"], 1)
-    return Timed(samples, latency, setup["clock"], setup["notes"], checked)
+    shares = {party: sum(n * timing.median(samples[c]) + (timing.median(latency[c]) if latency.get(c) else 0.0)
+                         for c in hollow) for party, hollow in parties.items()}
+    bounds = {party: ("over",) if party == ALL else ("under",) for party in parties}
+    seen = outside.check(counted, probes, shares, bounds, outside.cores(worker.proc.pid))
+    return Timed(samples, latency, setup["clock"], setup["notes"], checked, failure=seen.failure, near=seen.near,
+                 outside=seen.checks)
+
+
+def _parties(clock: dict, other: bool) -> dict[str, tuple[str, ...]]:
+    """The parties the outside clock probes, each with the contenders its probe leaves out: each checked
+    kernel on its own, and, where there is more than one contender, all of them (a probe with no call at all,
+    so none to check)."""
+    kernels = ("kernel", "other") if other else ("kernel",)
+    parties = {("kernel a" if other else "the kernel") if k == "kernel" else "kernel b": (k,) for k in kernels}
+    if len(clock) > 1:
+        parties[ALL] = tuple(clock)
+    return parties
+
+
+ALL = "all contenders"
 
 
 def _call(worker: WorkerProcess, timeout: float, cmd: str, **args) -> dict:
@@ -93,15 +149,24 @@ def _call(worker: WorkerProcess, timeout: float, cmd: str, **args) -> dict:
 
 
 def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: int, when: str,
-            other: bool) -> str | None:
+            other: bool, hollow: tuple[str, ...] = ()) -> str | None:
     """Guards intact; then per input set: the inputs unchanged (compared exactly), its reference computed once,
-    and every call's outputs on it within tolerance. One input set's reference is alive at a time."""
+    and every call's outputs on it within tolerance. One input set's reference is alive at a time. The outputs
+    of `hollow` contenders (not called: an outside-clock probe) are discarded unread, and so are the inputs
+    when no checked call is left."""
     for who, over in reply["overruns"].items():
-        if over:
+        if over and who not in hollow:
             return f"{_who(who, other)}wrote outside {', '.join(over)} during timing ({when})"
     by_slot = collections.defaultdict(list)
     for o in reply["outputs"]:
-        by_slot[o["slot"]].append(o)
+        if o["who"] in hollow:
+            exchange.discard(o["handles"])
+        else:
+            by_slot[o["slot"]].append(o)
+    if not by_slot:
+        for handles in reply["input_handles"]:
+            exchange.discard(handles)
+        return None
     for i, v in enumerate(variants):
         with checker.clock("reference", f"inputs {cfg.id} {when} set {i + 1}"):
             mine = checker.task.make_inputs(cfg, checker.device, v)

@@ -192,10 +192,11 @@ class Worker:
         return {**warm, "rounds": rounds, "calls": n, "inputs": len(session.slots), "clock": clock,
                 "notes": {**notes, **session.notes}}
 
-    def time_round(self, variants: list[int]) -> dict:
+    def time_round(self, variants: list[int], hollow: list[str] | None = None) -> dict:
         """One round of the session: every contender timed interleaved on inputs `variants`; the kernels'
-        outputs of every call come back to be checked."""
-        return self.session.run_round(variants)
+        outputs of every call come back to be checked. `hollow`: contenders left out of a probe round of the
+        evaluator's outside clock (`judge.outside`)."""
+        return self.session.run_round(variants, hollow or ())
 
     def time_end(self) -> dict:
         self.session = None

@@ -1,0 +1,84 @@
+"""Test support only — never imported by kevolve: a worker whose timing session forges the times it reports.
+
+It stands in for a kernel that rewrote the worker's timing results in memory (impractical to write for real):
+`python tests/judge/forging_worker.py SPEC`, where SPEC is `contender=factor,...` (`kernel=0.1,eager=3`;
+`kernel=shift` moves 90% of the kernel's time onto the other contenders, keeping each round's total), then the
+real worker's protocol loop. `ForgingWorker` is the evaluator-side handle that starts it, for a test to put in
+place of `WorkerProcess` (`monkeypatch.setattr(harness, "WorkerProcess", ForgingWorker.of(SPEC))`).
+
+Why a kernel cannot reach this switch: it exists only in this file, outside the package; the production
+worker (`python -m kevolve.judge.worker`) never imports it, and nothing in it reads an environment variable,
+a file or a message to turn it on. What worker an evaluator starts is decided in the evaluator's process
+(`WorkerProcess.command`), which no code in any worker can write. So these tests exercise the evaluator's
+outside clock alone, against a worker that lies, as a kernel that reached the worker's memory would.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def forge(times: dict, spec: dict) -> None:
+    """Scales each contender's reported samples (and its latency call's) by its factor, in place."""
+    def scaled(v, f):
+        return [x * f for x in v] if isinstance(v, (list, tuple)) else v * f
+    shift = [name for name, f in spec.items() if f == "shift"]
+    if shift:
+        moved = {name: sum(_len(v) for v in times.get(name, [])) * 0.9 for name in shift}
+        others = [n for n in times if not n.startswith(("_", "latency:")) and n not in shift]
+        for name in shift:
+            times[name] = [scaled(v, 0.1) for v in times[name]]
+        for name in others:
+            total = sum(_len(v) for v in times[name])
+            f = 1 + sum(moved.values()) / len(others) / total if total else 1
+            times[name] = [scaled(v, f) for v in times[name]]
+    for key in list(times):
+        f = spec.get(key.removeprefix("latency:"))
+        if isinstance(f, float):
+            times[key] = [scaled(v, f) for v in times[key]]
+
+
+def _len(v) -> float:
+    return max(v) if isinstance(v, (list, tuple)) else v
+
+
+def parse(spec: str) -> dict:
+    out = {}
+    for part in filter(None, spec.split(",")):
+        name, value = part.split("=")
+        out[name] = value if value == "shift" else float(value)
+    return out
+
+
+def main() -> None:
+    from kevolve.judge import session, worker
+    spec = parse(sys.argv[1] if len(sys.argv) > 1 else "")
+
+    class ForgingSession(session.Session):
+        def run_round(self, variants, hollow=()):
+            reply = super().run_round(variants, hollow)
+            forge(reply["times"], spec)
+            return reply
+    session.Session = ForgingSession          # worker.time_setup imports it from there, at call time
+    worker.main()
+
+
+def _worker_class():
+    from kevolve.judge.process import WorkerProcess
+
+    class ForgingWorker(WorkerProcess):
+        spec = ""
+
+        def command(self) -> list[str]:
+            return [str(Path(__file__).resolve()), self.spec]
+
+        @classmethod
+        def of(cls, spec: str):
+            return type("ForgingWorker", (cls,), {"spec": spec})
+    return ForgingWorker
+
+
+if __name__ == "__main__":
+    main()
+else:
+    ForgingWorker = _worker_class()

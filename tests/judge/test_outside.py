@@ -1,0 +1,176 @@
+"""The outside clock's contract (`kevolve.judge.outside`): whatever times the worker reports, the evaluator's own
+clocks refute the ones that cannot be true, naming the bound, and accept honest ones.
+
+A kernel that rewrites the worker's timing results in memory is impractical to write, so the evaluator's layer is
+tested on its own: the real worker, started through `forging_worker.py` (test support, never imported by kevolve),
+forges the times its session reports — the kernel's shrunk tenfold, the baselines' tripled, the kernel's time
+moved onto the baselines — and each forgery is rejected at stage `timing` by the bound that sees it. The same
+worker forging nothing is accepted, as are the honest kernels of test_clock.py, which run with the outside clock
+on. `layernorm_heavy` is a one-configuration task whose baseline and seed repeat the operation, so that the
+contenders' calls, not the harness's own work, fill a round (see the module's limits).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kevolve.judge import harness, outside
+from kevolve.judge import build as builder
+from kevolve.judge.harness import compare, evaluate
+from kevolve.judge.options import Options
+from kevolve.task import load_task
+
+HERE = Path(__file__).resolve().parent
+HEAVY = HERE.parent / "kernels" / "tasks" / "layernorm_heavy"
+TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=5.0, timeout=60)
+
+pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
+
+
+@pytest.fixture(scope="module")
+def heavy():
+    return load_task(HEAVY)
+
+
+def forging(monkeypatch, spec: str):
+    from forging_worker import ForgingWorker
+    monkeypatch.setattr(harness, "WorkerProcess", ForgingWorker.of(spec))
+
+
+# ---------------------------------------------------------------------- the worker lies: end to end
+def test_a_worker_that_forges_nothing_is_accepted(heavy, monkeypatch):
+    """The fault-injecting worker itself changes no verdict: forging nothing, the heavy seed is accepted, its
+    probes are not counted and every timed call is still checked."""
+    forging(monkeypatch, "")
+    ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)
+    assert ev.correct, ev.failure
+    m = ev.measurements[0]
+    assert m.kernel.n == TIMED.reps and m.checked_calls == 2 * TIMED.reps     # warm-up and counted: probes check none
+
+
+FORGERIES = [
+    ("kernel=0.1", r"outside clock, under bound: .* for the kernel"),              # its own times ÷10
+    ("kernel=shift", r"outside clock, under bound: .* for the kernel"),            # ÷10, the rest onto the baselines
+    ("eager=3", r"outside clock, (sum|over) bound: .*round"),                     # the baselines' ×3
+    ("eager=1000", r"outside clock, sum bound: the worker reported [\d.]+ ms of timed intervals in a round"),
+]
+
+
+@pytest.mark.parametrize("spec, says", FORGERIES, ids=[f[0] for f in FORGERIES])
+def test_forged_times_are_rejected_naming_the_bound(heavy, monkeypatch, spec, says):
+    forging(monkeypatch, spec)
+    ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)
+    assert not ev.correct and ev.stage == "timing", (ev.stage, ev.failure)
+    assert re.search(says, ev.failure), ev.failure
+    assert ev.speedup is None and ev.fitness == 0.0
+
+
+def test_a_paired_comparison_refutes_a_forged_kernel(heavy, monkeypatch):
+    """In `harness.compare` each kernel is the other's baseline: kernel a shrinking its own times is refuted."""
+    forging(monkeypatch, "kernel=0.1")
+    a = builder.build(heavy.seed_path("cpu").read_text(), "cpu")
+    b = builder.build((HERE.parent / "kernels" / "cpu" / "timing_once.cpp").read_text(), "cpu")
+    assert a.ok and b.ok, (a.error, b.error)
+    c = compare(heavy, a.lib_path, b.lib_path, Options(target="cpu", shapes="small", reps=5, timeout=60))
+    assert c.failure and re.search(r"outside clock, under bound: .* for kernel a", c.failure), c.failure
+    assert c.faster is None and c.ratio is None
+
+
+def test_the_production_worker_has_no_forging_switch():
+    """Only tests reach forging_worker.py: no module of the package names it, and the worker the evaluator starts
+    is `python -m kevolve.judge.worker`."""
+    from kevolve import ROOT
+    from kevolve.judge.process import WorkerProcess
+    assert not [p for p in (ROOT / "kevolve").rglob("*.py") if "forging" in p.read_text()]
+    assert WorkerProcess.command(None) == ["-m", "kevolve.judge.worker"]
+
+
+# ---------------------------------------------------------------------- the bounds, as arithmetic
+def rnd(wall, cpu, main, reported=0.0, hollow=()):
+    return outside.Round(wall, cpu, main, reported, hollow)
+
+
+def test_sum_bound_holds_to_the_round_and_no_further():
+    assert outside.sum_bound(rnd(100.0, None, None, 100.9), "r") is None          # clock granularity
+    why = outside.sum_bound(rnd(100.0, None, None, 110.0), "round 1 of 1")
+    assert why and why.startswith("outside clock, sum bound:") and "round 1 of 1" in why
+    assert outside.reported_ms({"kernel": [1.0, 2.0], "_null_graph": [(1.0, 1.5)], "latency:kernel": [(0.5, 0.25)]}) \
+        == pytest.approx(5.0)
+
+
+def test_under_bound_uses_the_cpu_the_calls_burned():
+    counted = [rnd(500, 400, 300)]
+    probe = {"the kernel": rnd(400, 240, 140, hollow=("kernel",))}             # 160 ms of main-thread CPU gone
+    under = {"the kernel": ("under",)}
+    slack = outside.CPU_NOISE * 140 + outside.SLACK_MS                        # half the probe's main-thread CPU
+    honest = outside.check(counted, probe, {"the kernel": 160.0}, under, 2)
+    assert honest.failure is None and honest.near is None
+    slowed = outside.check(counted, probe, {"the kernel": 250.0}, under, 2)
+    assert slowed.failure is None                                              # preempted: wall above CPU is fine
+    forged = outside.check(counted, probe, {"the kernel": 16.0}, under, 2)
+    assert forged.failure and forged.failure.startswith("outside clock, under bound:")
+    near = outside.check(counted, probe, {"the kernel": 160 - 0.75 * slack}, under, 2)
+    assert near.failure is None and near.near                                  # within the slack's far half: re-time
+    threads = [rnd(500, 400, 210)]                                             # work on other threads: all / cores
+    spread = outside.check(threads, {"p": rnd(400, 200, 200)}, {"p": 100 - 1.25 * (outside.CPU_NOISE * 100 + 2)},
+                           {"p": ("under",)}, 2)
+    assert spread.failure and "200.00 ms of CPU on all its threads (2 cores)" in spread.failure
+    blind = outside.check([rnd(500, None, None)], {"p": rnd(400, None, None)}, {"p": 1.0}, {"p": ("under",)}, 2)
+    assert blind.failure is None and blind.checks == ()                        # no CPU clock: the bound is skipped
+
+
+def test_over_bound_uses_the_wall_difference():
+    counted = [rnd(1000, 0, 0), rnd(1040, 0, 0), rnd(980, 0, 0)]               # median 1000 ms
+    probe = {"baselines": rnd(600, 0, 0, hollow=("eager",))}                   # 400 ms of calls gone
+    ok = outside.check(counted, probe, {"baselines": 420.0}, {"baselines": ("over",)}, 2)
+    assert ok.failure is None and ok.near is None
+    slack = outside.WALL_NOISE * 1000 + outside.SLACK_MS                       # half the longer wall
+    forged = outside.check(counted, probe, {"baselines": 400 + 1.25 * slack}, {"baselines": ("over",)}, 2)
+    assert forged.failure and forged.failure.startswith("outside clock, over bound:")
+    assert outside.check(counted, probe, {"baselines": 400 + 0.75 * slack}, {"baselines": ("over",)}, 2).near
+
+
+def test_the_cpu_clock_reads_another_process():
+    """The evaluator reads a worker's CPU time (all threads, and its main thread) from the kernel's accounting:
+    what a busy child burned shows, and never more than the wall time times its cores."""
+    import subprocess
+    import sys
+    import time
+    p = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline(); x = sum(range(20_000_000))"],
+                         stdin=subprocess.PIPE)
+    try:
+        span = outside.Span(outside.CpuClock(p.pid))
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        time.sleep(0.5)
+        span.replied()
+        seen = span.round({"kernel": [1.0]})
+        assert seen.wall_ms >= 500 and seen.reported_ms == 1.0
+        assert seen.cpu_ms is not None and seen.main_ms is not None and seen.main_ms > 50
+        assert seen.main_ms <= seen.cpu_ms + 5 and seen.cpu_ms <= seen.wall_ms * outside.cores(p.pid) + 5
+    finally:
+        p.kill()
+        p.wait()
+
+
+# ---------------------------------------------------------------------- on a GPU: the graph clock's probes
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec, says", [("", None), ("eager=100000", r"outside clock, sum bound")])
+def test_on_gpu_probes_replay_graphs_of_flushes_and_the_sum_bound_holds(monkeypatch, spec, says):
+    """CUDA: a probe replays the graph of flushes in place of the hollow contender's graph; the forging worker
+    forging nothing is accepted, and device times beyond the round's wall are refuted. (On CUDA a round's host
+    work dwarfs a graph of microsecond calls, so bounds 2 and 3 are decisive only on large configurations.)"""
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    task = load_task(HERE.parent / "kernels" / "tasks" / "layernorm_gpu_timing")
+    forging(monkeypatch, spec)
+    ev = evaluate(task, task.seed_path("cuda").read_text(),
+                  Options(target="cuda", shapes="short", baselines=("eager",), reps=30, timeout=60))
+    if says is None:
+        assert ev.correct, ev.failure
+        assert ev.measurements[0].clock == {"kernel": "graph", "eager": "graph"}
+    else:
+        assert not ev.correct and ev.stage == "timing" and re.search(says, ev.failure), (ev.stage, ev.failure)
