@@ -25,7 +25,7 @@ t0=$(date +%s)
 
 task=${SEARCH_TASK:-layernorm_bwd}
 if [ "${SEARCH_S:-200}" -gt 0 ]; then
-  timeout $(( ${SEARCH_S:-200} + 90 )) python3 -m kevolve task=$task resources.target=cuda \
+  timeout $(( ${SEARCH_S:-200} + ${CONFIRM_S:-90} )) python3 -m kevolve task=$task resources.target=cuda \
     search.wall_time_s=${SEARCH_S:-200} run_dir="$run" ${SEARCH_ARGS:-} > "$res/search.txt" 2>&1 &
   search=$!
 fi
@@ -41,7 +41,7 @@ if [ -n "${EVALS:-}" ]; then
 fi
 if [ "${TESTS_S:-280}" -gt 0 ]; then
   timeout ${TESTS_S:-280} python3 -m pytest -q -m gpu -rA -p no:cacheprovider tests/judge/test_gpu.py \
-    tests/adversarial/test_cuda.py -k "not (test_cuda_seed_is_correct or test_every_further_cuda_seed_is_correct)" \
+    tests/adversarial/test_cuda.py tests/judge/test_outside.py -k "not (test_cuda_seed_is_correct or test_every_further_cuda_seed_is_correct)" \
     > "$res/tests.txt" 2>&1
   say "tests: exit $? after $(( $(date +%s) - t0 )) s: $(grep -E '(passed|failed|error)' "$res/tests.txt" | tail -1)"
   grep -E "^(FAILED|ERROR)" "$res/tests.txt" | cut -c1-200 | tee -a "$summary"
