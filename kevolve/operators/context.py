@@ -75,7 +75,18 @@ def configurations(ctx: Context) -> str:
     names = ["configuration", "sizes", *(["scalars"] if with_scalars else []), "initialisations",
              "fewest bytes moved"]
     head = "| " + " | ".join(names) + " |\n|" + "---|" * len(names)
-    return head + "\n" + "\n".join(rows)
+    return head + "\n" + "\n".join(rows) + initialisations(ctx, {i for _, inits in seen.values() for i in inits})
+
+
+def initialisations(ctx: Context, shown: set[str]) -> str:
+    """What each shown initialisation draws, input by input (e.g. `offset: x ~ normal(60, 1)`), so that a kernel's
+    numerics can be planned for it; empty for a task whose inputs name no initialisers."""
+    lines = []
+    for init in sorted(shown):
+        draws = [f"{t.name} ~ {t.init[init]}" for t in ctx.task.inputs if init in t.init]
+        if draws:
+            lines.append(f"- {init}: " + ", ".join(draws))
+    return "\n\nInitialisations (what the inputs are drawn from):\n" + "\n".join(lines) if lines else ""
 
 
 def forbidden(ctx: Context) -> str:

@@ -106,6 +106,15 @@ def test_configurations_show_each_shown_configurations_scalars():
     assert hidden and not any(h in table for h in hidden)
 
 
+def test_configurations_say_what_each_shown_initialisation_draws():
+    ctx = Context(load_task("layernorm_fwd"), "cuda", H200, "bench")
+    table = facts.configurations(ctx)
+    assert "- offset: x ~ normal(60, 1), weight ~ normal, bias ~ normal" in table     # |mean| >> std: plan for it
+    assert "- offset_mild: x ~ normal(15, 1)" in table and "- identity: x ~ normal(1, 2), weight ~ ones" in table
+    shown = {c.init for c in ctx.shown()}
+    assert not [line for line in table.splitlines() if line.startswith("- ") and line[2:].split(":")[0] not in shown]
+
+
 def test_optimize_shows_shown_numbers_and_redacted_feedback(ctx, parent, task):
     r = requests(task, parent)["optimize"]
     text = messages(ctx, r)[1]["content"]
