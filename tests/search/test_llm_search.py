@@ -276,3 +276,21 @@ def test_the_dollar_budget_stops_the_run(slow_task, tmp_path):
     assert summary.stopped.startswith("dollar budget"), summary
     assert summary.candidates < 40 and summary.spend_usd == pytest.approx(script.cost(), rel=1e-9)
     assert summary.spend_usd <= 0.04 + 0.01
+
+
+@pytest.mark.slow
+def test_knob_childrens_verifier_calls_count_against_the_dollar_budget(tmp_path):
+    """Knob mutation calls no LLM, but with LLM verifiers every knob child costs their calls: a budget of under two
+    verifier calls' first estimate ($0.032 each) stops a knob-only run long before its 30 candidates, within it."""
+    script = Script()
+    server = LLMServer(respond=script)
+    try:
+        summary = search.run(config(TASK, server.url, candidates=30, dollars=0.05, translations=0,
+                                    population={"islands": 1, "operators": {"knob": 1}},
+                                    verifiers={"checks": ["compile"], "mode": "shadow"}), tmp_path / "run")
+    finally:
+        server.stop()
+    assert summary.stopped.startswith("dollar budget"), summary
+    assert script.kinds["verify_compile"] >= 1 and set(script.kinds) == {"verify_compile"}, script.kinds
+    assert summary.candidates < 30 and summary.spend_usd == pytest.approx(script.cost(), rel=1e-9)
+    assert summary.spend_usd <= 0.05
