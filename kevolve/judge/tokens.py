@@ -9,8 +9,9 @@ signs, user-defined suffixes), string and character literals with every prefix (
 `R"d(...)d"`) and user-defined suffixes; line markers (`# 12 "file" 2`) set each token's file and line, and
 other directives (`#pragma`) come out as one `directive` token.
 
-Guarantees: every token of the main file is marked `user=True` with its line in the original source; tokens
-of headers carry the header's path. A source that does not preprocess gives `PreprocessError` with the
+Guarantees: every token of the main file is marked `user=True` with its line in the original source. Text
+from headers and the command line is not lexed: each stretch of it is one `header` token (`user=False`), which
+tells the rules that user code is not contiguous there. A source that does not preprocess gives `PreprocessError` with the
 compiler's message (the build would fail the same way). Not guaranteed: meaning — this is lexing, not
 parsing; the rules built on it (`judge.rules`) decide what a token sequence means.
 """
@@ -32,7 +33,7 @@ class PreprocessError(Exception):
 
 @dataclass(frozen=True)
 class Token:
-    kind: str          # ident | number | string | char | punct | directive
+    kind: str          # ident | number | string | char | punct | directive | header (headers' text, not lexed)
     text: str
     line: int          # the line in the file the token came from
     user: bool         # from the candidate's own file (not a header, not the command line)
@@ -53,6 +54,7 @@ _IDENT = re.compile(r"[A-Za-z_\$\x80-\U0010FFFF][\w\$\x80-\U0010FFFF]*")
 _NUMBER = re.compile(r"\.?\d(?:[eEpP][+-]|'[\w]|[\w.])*")
 _PREFIX = re.compile(r'(u8|[uUL])?(R)?(["\'])')
 _MARKER = re.compile(r'#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"')
+_MARKER_LINE = re.compile(r'^[ \t\f\v\r]*#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"', re.M)
 
 
 def tokenize(text: str, main: str | None = None) -> list[Token]:
@@ -80,8 +82,11 @@ def tokenize(text: str, main: str | None = None) -> list[Token]:
             directive = text[i:end]
             m = _MARKER.match(directive)
             if m:                                   # `# 12 "file" flags`: the next line is line 12 of file
-                line, file = int(m.group(1)), m.group(2).encode().decode("unicode_escape")
+                line, file = int(m.group(1)), _marker_file(m)
                 i = end + 1
+                if main is not None and file != main:
+                    i, line, file = _skip_header(text, i, main)
+                    out.append(Token("header", "", line, False))
                 continue
             out.append(Token("directive", directive.strip(), line, user))
             i = end
@@ -129,6 +134,22 @@ def tokenize(text: str, main: str | None = None) -> list[Token]:
             out.append(Token("punct", c, line, user))   # a stray character: let the compiler complain
             i += 1
     return out
+
+
+def _marker_file(m: re.Match) -> str:
+    return m.group(2).encode().decode("unicode_escape")
+
+
+def _skip_header(text: str, i: int, main: str) -> tuple[int, int, str]:
+    """From `i`, inside a header's (or the command line's) text, to the line after the next line marker that
+    returns to `main`: (position, line, file). The rules read only the user's tokens, and lexing the headers
+    cost seconds per candidate (cuda_runtime.h alone is megabytes); a header's text is the toolchain's, so a
+    line in it that looks like a marker is one. The end of the text if no marker returns."""
+    for m in _MARKER_LINE.finditer(text, i):
+        if _marker_file(m) == main:
+            end = text.find("\n", m.end())
+            return (len(text) if end < 0 else end + 1), int(m.group(1)), main
+    return len(text), 1, ""
 
 
 def _is_ident_char(c: str) -> bool:
