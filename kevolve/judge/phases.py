@@ -23,6 +23,7 @@ class Phases:
     the phase `gpu wait`."""
 
     GPU_PHASES = {"check": False, "reference": False, "baselines": False, "time": True}   # phase -> exclusive
+    NESTED = frozenset({"setup", "round", "inputs", "gpu wait"})   # counted inside another phase as well
 
     def __init__(self, trace: bool | None = None):
         self.seconds: dict[str, float] = collections.defaultdict(float)

@@ -14,54 +14,55 @@ from kevolve.judge.gpu_lock import DeviceLock
 from kevolve.judge.phases import Phases
 
 
-def _worker(where: str, exclusive: bool, log: str, hold_s: float, start: float) -> None:
+def _worker(where: str, exclusive: bool, log: str, hold_s: float, offset: float, name: str, ready, go, start) -> None:
     lock = DeviceLock("GPU-test", where=__import__("pathlib").Path(where))
-    time.sleep(max(0.0, start - time.time()))
+    ready.release()
+    go.wait()                                   # every process is up: the schedule below is relative to one start
+    time.sleep(max(0.0, start.value + offset - time.time()))
     with lock.hold(exclusive):
         t0 = time.time()
         time.sleep(hold_s)
         t1 = time.time()
     with open(log, "a") as f:
-        f.write(f"{'X' if exclusive else 'S'} {t0:.6f} {t1:.6f}\n")
+        f.write(f"{name} {'X' if exclusive else 'S'} {t0:.6f} {t1:.6f}\n")
 
 
-def _spans(log) -> list[tuple[str, float, float]]:
-    return [(k, float(a), float(b)) for k, a, b in (line.split() for line in log.read_text().splitlines())]
+def _run(tmp_path, plan: list[tuple[str, bool, float, float]]) -> dict[str, tuple[str, float, float]]:
+    """Run one process per (name, exclusive, start offset s, hold s), all released at once after every one has
+    started (a spawned interpreter can take seconds on a loaded machine); returns name -> (kind, t0, t1)."""
+    ctx, log = mp.get_context("spawn"), tmp_path / "log"
+    ready, go, start = ctx.Semaphore(0), ctx.Event(), ctx.Value("d", 0.0)
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path), exclusive, str(log), hold, offset, name, ready, go, start))
+             for name, exclusive, offset, hold in plan]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        assert ready.acquire(timeout=120), "a lock process did not start"
+    start.value = time.time() + 0.1
+    go.set()
+    for p in procs:
+        p.join(60)
+    return {name: (k, float(a), float(b))
+            for name, k, a, b in (line.split() for line in log.read_text().splitlines())}
 
 
 def test_exclusive_holds_never_overlap_any_other_hold(tmp_path):
-    log, start = tmp_path / "log", time.time() + 0.5
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(str(tmp_path), i % 3 == 0, str(log), 0.15, start + 0.02 * i))
-             for i in range(9)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(30)
-    spans = _spans(log)
+    spans = _run(tmp_path, [(f"p{i}", i % 3 == 0, 0.02 * i, 0.15) for i in range(9)])
     assert len(spans) == 9
-    shared = [s for s in spans if s[0] == "S"]
+    shared = [s for s in spans.values() if s[0] == "S"]
     assert any(a[1] < b[2] and b[1] < a[2] for a in shared for b in shared if a is not b), "readers never shared"
-    for x in (s for s in spans if s[0] == "X"):
-        for o in spans:
+    for x in (s for s in spans.values() if s[0] == "X"):
+        for o in spans.values():
             if o is not x:
                 assert o[2] <= x[1] or o[1] >= x[2], f"{o} overlaps exclusive {x}"
 
 
 def test_a_waiting_writer_goes_before_readers_that_come_after_it(tmp_path):
-    log, start = tmp_path / "log", time.time() + 0.5
-    ctx = mp.get_context("spawn")
-    first = ctx.Process(target=_worker, args=(str(tmp_path), False, str(log), 0.6, start))
-    writer = ctx.Process(target=_worker, args=(str(tmp_path), True, str(log), 0.1, start + 0.2))
-    late = [ctx.Process(target=_worker, args=(str(tmp_path), False, str(log), 0.6, start + 0.3 + 0.1 * i))
-            for i in range(3)]
-    for p in [first, writer, *late]:
-        p.start()
-    for p in [first, writer, *late]:
-        p.join(30)
-    spans = _spans(log)
-    x = next(s for s in spans if s[0] == "X")
-    assert x[1] < min(s[1] for s in spans if s[0] == "S" and s[1] > start + 0.25), spans
+    # the first reader holds 0.6 s; the writer asks at 0.2 s, three more readers at 0.3, 0.4, 0.5 s
+    spans = _run(tmp_path, [("first", False, 0.0, 0.6), ("writer", True, 0.2, 0.1),
+                            *[(f"late{i}", False, 0.3 + 0.1 * i, 0.6) for i in range(3)]])
+    assert spans["first"][1] < spans["writer"][1], spans
+    assert all(spans["writer"][1] < spans[f"late{i}"][1] for i in range(3)), spans
 
 
 def _hold_forever(where: str) -> None:

@@ -28,6 +28,7 @@ from kevolve.search import driver as search
 from kevolve.config import ConfigError, from_hydra
 from kevolve.judge.harness import evaluate
 from kevolve.judge.options import Options
+from kevolve.judge.phases import Phases
 from kevolve.judge.results import Evaluation
 from kevolve.search.store import TERMINAL, Store
 from kevolve.task import load_task
@@ -175,7 +176,7 @@ def test_task_folder_given_by_relative_path(monkeypatch):
 
 
 # ---------------------------------------------------------------------- 1. end to end, through the Hydra app
-@pytest.mark.slow
+# (not `slow`: the default run's one search end to end through the CLI)
 def test_whole_search_through_the_hydra_app(tmp_path):
     run_dir = tmp_path / "run"
     start = time.monotonic()
@@ -191,7 +192,8 @@ def test_whole_search_through_the_hydra_app(tmp_path):
     assert summary["correct"] == 8                               # every knob value of the task is correct
     assert summary["stopped"] == "budget of candidates spent"
     assert {"load", "check", "reference", "time"} <= set(summary["judge_phases"])
-    assert sum(summary["judge_phases"].values()) <= summary["stage_seconds"]["evaluate"] + 1
+    outer = {k: v for k, v in summary["judge_phases"].items() if k not in Phases.NESTED}   # the rest count twice
+    assert sum(outer.values()) <= summary["stage_seconds"]["evaluate"] + 1
     best = summary["best"]
     assert best is not None
     assert {"id", "kernel", "speedup", "speedup_eager", "speedup_compile", "floor_fraction"} <= set(best)
