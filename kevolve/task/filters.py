@@ -288,7 +288,7 @@ class InitImpact(Scan):
     def case(self, case: Case) -> None:
         if len(self.task.init_sets) < 2:
             return
-        runs, outs = self.runs, self.runs.outputs(case, 0)
+        outs = self.runs.outputs(case, 0)
         for init, earlier in self.kept:
             if max(ratio(x.to(o.device), o, self.task) for x, o in zip(earlier, outs)) <= 1:
                 self.same.append((init, case.init))
