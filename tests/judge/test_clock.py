@@ -136,7 +136,13 @@ def test_honest_kernels_are_accepted_and_every_call_checked(one, name):
     assert m.clock == {"kernel": "wall", "eager": "wall"} and m.latency == {} and not m.launch_bound
 
 
-@pytest.mark.parametrize("task_name", list_tasks())
+# by default three tasks (a further seed, a convolution, a block with a skip argument); every task with `-m slow`
+# (the seeds' correctness on every task is in the default run: tests/task/test_seeds.py, in process)
+DEFAULT_SEED_TASKS = ("rmsnorm_fwd", "mnist_conv_relu_pool_bwd", "resnet_block_fwd")
+
+
+@pytest.mark.parametrize("task_name", [n if n in DEFAULT_SEED_TASKS else pytest.param(n, marks=pytest.mark.slow)
+                                       for n in list_tasks()])
 def test_every_cpu_seed_is_accepted_under_the_clock(task_name):
     task = load_task(task_name)
     if "cpu" not in task.seeds:

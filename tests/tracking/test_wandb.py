@@ -26,9 +26,6 @@ FAKE_WANDB = "kevolvefakewandbkey0123456789abcdef01234"
 SECRETS = (FAKE_OPENAI, FAKE_WANDB)
 FIRST, TOTAL = 4, 6                                  # candidates before and after the resume
 
-pytestmark = pytest.mark.slow
-
-
 def config(run_dir: Path | None, candidates: int):
     return from_hydra({"task": {"name": str(TASK)}, "progress": False,
                        "search": {**FAST, "population": {"islands": 1}, "candidates": candidates},
