@@ -26,6 +26,9 @@ FAKE_WANDB = "kevolvefakewandbkey0123456789abcdef01234"
 SECRETS = (FAKE_OPENAI, FAKE_WANDB)
 FIRST, TOTAL = 4, 6                                  # candidates before and after the resume
 
+pytestmark = pytest.mark.slow                        # one search and a resume (~60 s); test_tracking.py is fast
+
+
 def config(run_dir: Path | None, candidates: int):
     return from_hydra({"task": {"name": str(TASK)}, "progress": False,
                        "search": {**FAST, "population": {"islands": 1}, "candidates": candidates},
