@@ -213,3 +213,20 @@ def test_rule_is_not_dodged(name, snippet, rule):
 
 def test_include_in_block_comment_is_ignored():
     assert verify.check("/*\n#include <fstream>\n*/\nint x = 0;\n", "cpu").ok
+
+
+def test_headers_are_skipped_but_user_code_between_them_is_read_at_its_own_lines():
+    """`tokens.tokenize` jumps over a header's text (one `header` token marks the gap) and resumes at the marker
+    that returns to the user's file: every user token is there with its source line, no header token is user."""
+    from kevolve.judge import tokens
+    src = "int a;\n#include <math.h>\nint b;\n#include <stdlib.h>\nvoid f() { system(\"x\"); }\n"
+    toks = tokens.tokenize(tokens.preprocess(src, "cpu"), tokens.MAIN["cpu"])
+    user = [(t.text, t.line) for t in toks if t.user]
+    assert user == [("int", 1), ("a", 1), (";", 1), ("int", 3), ("b", 3), (";", 3), ("void", 5), ("f", 5),
+                    ("(", 5), (")", 5), ("{", 5), ("system", 5), ("(", 5), ('"x"', 5), (")", 5), (";", 5),
+                    ("}", 5)]
+    assert {t.kind for t in toks if not t.user} == {"header"}
+    v = verify.check(src, "cpu")
+    assert [(x.rule, x.line) for x in v.violations] == [("process", 5)]
+    cu = "#include <cuda_runtime.h>\n__global__ void k(float* x) { x[0] = 1; }\nint g() { return getenv(\"A\") != 0; }\n"
+    assert [(x.rule, x.line) for x in verify.check(cu, "cuda").violations] == [("environment", 3)]
