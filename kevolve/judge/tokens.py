@@ -54,7 +54,7 @@ _IDENT = re.compile(r"[A-Za-z_\$\x80-\U0010FFFF][\w\$\x80-\U0010FFFF]*")
 _NUMBER = re.compile(r"\.?\d(?:[eEpP][+-]|'[\w]|[\w.])*")
 _PREFIX = re.compile(r'(u8|[uUL])?(R)?(["\'])')
 _MARKER = re.compile(r'#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"')
-_MARKER_LINE = re.compile(r'^[ \t\f\v\r]*#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"', re.M)
+_MARKER_LINE = re.compile(r"^[ \t\f\v\r]*" + _MARKER.pattern, re.M)     # a marker anywhere: at a line's start
 
 
 def tokenize(text: str, main: str | None = None) -> list[Token]:

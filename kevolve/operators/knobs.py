@@ -22,7 +22,8 @@ The syntax (the contract seed kernels follow) — a declaration with a `// knob:
   leave it, and cannot come back to it (the comment, which is never rewritten, does not list it).
 
 Guarantees: `apply` changes only the value text of the named knobs, byte for byte everything else (the
-knob comments included); `carry` puts back the markers an LLM's rewrite of a kernel dropped (see it), and raises ValueError for an unknown knob or a value outside its choices; a
+knob comments included), and raises ValueError for an unknown knob or a value outside its choices;
+`carry` puts back the markers an LLM's rewrite of a kernel dropped (see it), every other byte kept; a
 malformed knob line (empty list, bad range, a name declared twice) raises ValueError naming the line.
 `mutate`/`crossover` return None when there is nothing to change; every random draw comes from the rng.
 Not guaranteed: that a kernel is correct for every combination (the evaluator decides); knob lines inside

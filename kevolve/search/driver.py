@@ -198,7 +198,8 @@ class Driver(Summarising):
             self._start_builds()
             self._dispatch()
             if not self.jobs:                    # nothing in flight and nothing more to propose
-                if self._kinds() and not any(self._kinds().values()):
+                kinds = self._kinds()
+                if kinds and not any(kinds.values()):
                     self.stop(f"no new candidates: {DUPLICATE_STREAK} proposals in a row were duplicates or had no "
                               "knobs to turn (the knob space reachable from the population is spent)"
                               + (", and as many LLM proposals gave no new kernel" if self.plan.llm_operators else ""))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import ray
 
@@ -40,8 +41,11 @@ class Summarising:
                 return
             self.not_confirmed.append(f"{c.id}: {ev.failure}")
 
+    def _best_path(self) -> Path:
+        return self.run_dir / f"best{SUFFIX[self.plan.target]}"
+
     def _write_best(self, c: Candidate) -> None:
-        (self.run_dir / f"best{SUFFIX[self.plan.target]}").write_text(c.source)
+        self._best_path().write_text(c.source)
 
     def _progress(self, force: bool = False, note: str = "") -> None:
         now = time.perf_counter()
@@ -67,7 +71,7 @@ class Summarising:
         current = self.champion.current
         best = self.confirmed or (current.candidate if current is not None else None)
         ev = self.best_evaluation
-        kernel = self.run_dir / f"best{SUFFIX[self.plan.target]}"
+        kernel = self._best_path()
         verifiers, saved = self.verification.summary(self.busy_seconds / self.evaluated if self.evaluated else 0.0)
         summary = RunSummary(
             run_dir=str(self.run_dir), task=self.task.name, target=self.plan.target, shapes=self.plan.shapes,
