@@ -168,7 +168,8 @@ class SearchConfig:
 class ResourcesConfig:
     address: Optional[str] = None        # None: start a local Ray; "auto" or "host:port": join a cluster
     target: Optional[str] = None         # cpu | cuda; None: cuda when the cluster has GPUs, else cpu
-    evaluators: Optional[int] = None     # None: one per GPU on cuda, 1 on cpu
+    evaluators: Optional[int] = None     # None: one per GPU on cuda, 1 on cpu; more than the GPUs: they share
+                                         # them (checks overlap, timed rounds take turns: judge/gpu_lock.py)
     builders: Optional[int] = None       # builds in flight at most; None: CPUs left after evaluators (at least 1)
     cpus_per_evaluator: float = 1.0
     worker_threads: Optional[int] = None # CPU target: threads a kernel's OpenMP may use (None: all cores)

@@ -52,26 +52,32 @@ class Checker:
         if mine is None:
             with self.clock("reference", f"inputs {cfg.id} #{variant}"):
                 mine = self.task.make_inputs(cfg, self.device, variant)
-        changed = []
+        differs = []                                # compared as bits (a NaN input equals itself), then one sync
         for name, t in mine.items():
             theirs = exchange.read(handles[name], t.dtype, tuple(t.shape), self.device)
-            if not torch.equal(theirs.reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)):
-                changed.append(name)                # compared as bits: a NaN input equals itself
-            del theirs
-        return changed
+            a, b = theirs.reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)
+            differs.append(torch.ne(a, b).any() if a.numel() == b.numel() else torch.tensor(True, device=a.device))
+            del theirs, a
+        flags = torch.stack(differs).tolist() if differs else []
+        return [name for name, bad in zip(mine, flags) if bad]
 
     def expected(self, cfg: Case, inputs: dict) -> tuple:
         """Per output, the float64 reference on `inputs` and where it is finite (None: everywhere)."""
         import torch
         up = {n: t.double() if t.dtype.is_floating_point else t for n, t in inputs.items()}
-        expected = []
-        for spec, r in zip(self.task.outputs, self.task.call_reference(up, cfg)):
-            r = r.reshape(self.task.shape(spec, cfg.size_dict))
-            finite = torch.isfinite(r) if r.dtype.is_floating_point else None
-            expected.append((r, None if finite is None or bool(finite.all()) else finite))
-        return tuple(expected)
+        refs = [r.reshape(self.task.shape(spec, cfg.size_dict))
+                for spec, r in zip(self.task.outputs, self.task.call_reference(up, cfg))]
+        del up
+        finite = [torch.isfinite(r) if r.dtype.is_floating_point else None for r in refs]
+        alls = [f.all() for f in finite if f is not None]
+        everywhere = iter(torch.stack(alls).tolist() if alls else [])    # one sync for every output
+        return tuple((r, None if f is None or next(everywhere) else f) for r, f in zip(refs, finite))
 
     def check_config(self, worker: WorkerProcess, index: int, cfg: Case) -> Measurement:
+        with exchange.kept_open():        # the three calls' buffers (two sets), each opened once
+            return self._check_config(worker, index, cfg)
+
+    def _check_config(self, worker: WorkerProcess, index: int, cfg: Case) -> Measurement:
         worst_abs = worst_rel = 0.0
         pointers = None
         for variant, new_buffers in self.CALLS:
@@ -108,42 +114,64 @@ class Checker:
         return Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, True, worst_abs, worst_rel)
 
     def compare_files(self, cfg: Case, variant: int, files: dict, call: str | None = None,
-                      expected: tuple | None = None) -> tuple[str | None, float, float]:
+                      expected: tuple | None = None, verdict_only: bool = False) -> tuple[str | None, float, float]:
         """Checks outputs a worker wrote for inputs `variant` (a timed call's, named `call`) against the
-        reference (`expected`, when the caller computed it already)."""
+        reference (`expected`, when the caller computed it already); `verdict_only`: see `_compare`."""
         if expected is None:
             _, expected = self.reference(cfg, variant)
         with self.clock("reference"):
-            return self._compare(expected, cfg, files, call or _CALLS.get(variant, "a timed call"))
+            return self._compare(expected, cfg, files, call or _CALLS.get(variant, "a timed call"), verdict_only)
 
-    def _compare(self, expected: tuple, cfg: Case, files: dict, call: str) -> tuple[str | None, float, float]:
-        """One pass for the verdict (NaN and Inf propagate through the maxima); the diagnosis of a failure
-        (what is NaN, what is out of tolerance, and where) runs only when there is one."""
+    def _compare(self, expected: tuple, cfg: Case, files: dict, call: str, verdict_only: bool = False
+                 ) -> tuple[str | None, float, float]:
+        """One pass per output for the verdict (NaN and Inf propagate through the maxima), one device sync for
+        all outputs; the diagnosis of a failure (what is NaN, what is out of tolerance, and where) runs only
+        when there is one. `verdict_only` (a timed call's check) skips the worst absolute error, reported 0."""
         import torch
         task, sizes = self.task, cfg.size_dict
-        worst_abs = worst_rel = 0.0
+        outs, stats = [], []
         for spec, (ref, finite) in zip(task.outputs, expected):
             out = exchange.read(files[spec.name], getattr(torch, spec.dtype), task.shape(spec, sizes), self.device)
+            outs.append(out)
             if not out.dtype.is_floating_point:
-                bad = out != ref
-                if bad.any():
-                    return f"output {spec.name}: {int(bad.sum())} wrong values ({call})", 0.0, float("inf")
+                stats.append(torch.ne(out, ref).sum().double())
                 continue
-            out64 = out.double()
-            err = torch.sub(out64, ref).abs_()
-            tol = torch.abs(ref).mul_(task.rtol).add_(task.atol)
-            if finite is not None:             # where the reference is NaN or Inf, any value passes
-                err.masked_fill_(~finite, 0)
-                tol.masked_fill_(~finite, task.atol)
-            worst_err = float(err.max()) if err.numel() else 0.0
-            ratio = err.div_(tol)
-            worst = float(ratio.max()) if ratio.numel() else 0.0
+            ratio, err = self._ratio(out, ref, finite, need_err=not verdict_only)
+            zero = torch.zeros((), dtype=torch.float64, device=ratio.device)
+            stats.append(err.max() if err is not None and err.numel() else zero)
+            stats.append(ratio.max() if ratio.numel() else zero)
+            del ratio, err
+        values = iter(torch.stack(stats).tolist() if stats else [])
+        worst_abs = worst_rel = 0.0
+        for spec, (ref, finite), out in zip(task.outputs, expected, outs):
+            if not out.dtype.is_floating_point:
+                bad = int(next(values))
+                if bad:
+                    return f"output {spec.name}: {bad} wrong values ({call})", 0.0, float("inf")
+                continue
+            worst_err, worst = next(values), next(values)
             if math.isfinite(worst) and worst <= 1.0:
                 worst_abs, worst_rel = max(worst_abs, worst_err), max(worst_rel, worst)
                 continue
-            return self._diagnose(spec.name, out64, ref, finite, ratio, call, max(worst_abs, worst_err),
+            ratio, err = self._ratio(out, ref, finite, need_err=True)
+            worst_err = float(err.max()) if err.numel() else 0.0
+            return self._diagnose(spec.name, out.double(), ref, finite, ratio, call, max(worst_abs, worst_err),
                                   max(worst_rel, worst))
         return None, worst_abs, worst_rel
+
+    def _ratio(self, out, ref, finite, need_err: bool):
+        """|out - ref| / (atol + rtol |ref|) in float64, 0 where the reference is not finite (any value passes
+        there); and |out - ref| itself when `need_err` (else None)."""
+        import torch
+        task = self.task
+        err = torch.sub(out.double(), ref).abs_()
+        tol = torch.abs(ref).mul_(task.rtol).add_(task.atol)
+        if finite is not None:             # where the reference is NaN or Inf, any value passes
+            err.masked_fill_(~finite, 0)
+            tol.masked_fill_(~finite, task.atol)
+        if need_err:
+            return torch.div(err, tol), err
+        return err.div_(tol), None
 
     def _diagnose(self, name: str, out64, ref, finite, ratio, call: str, worst_abs: float, worst_rel: float):
         import numpy as np

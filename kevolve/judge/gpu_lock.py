@@ -4,9 +4,12 @@ overlaps another's GPU work.
 Evaluators that share a GPU (several judgements started side by side, `experiments/gpu_seeds.sh` with PAR > 1,
 or a search with more evaluators than GPUs) build, compile and check in parallel, but a timed round measures
 device time, and another process's kernels on the same device would be counted in it. So the phases that put
-work on the device hold this lock: correctness calls, references and torch.compile warm-ups shared, the timing
-phase (warm-up, rounds and their verification) exclusive. A waiting writer goes first: readers pass a turnstile
-the writer holds while it waits, so a stream of checks cannot starve a timing phase.
+work on the device hold this lock (`Phases.GPU_PHASES`): worker start, correctness calls, references, the
+verification of timed calls and torch.compile warm-ups shared; the worker's timing commands (warm-up and
+capture, each timed round) exclusive. A hold ends only once the holder's own queued device work is done
+(`settle`: the evaluator's device sync), so nothing it queued runs into another's timed round. A waiting writer
+goes first: readers pass a turnstile the writer holds while it waits, so a stream of checks cannot starve a
+timing phase.
 
 The lock is `flock(2)` on two files per device, named by the device's UUID, in `$KEVOLVE_GPU_LOCKS` (default
 `<tmp>/kevolve-gpu-locks`); the kernel releases it when a process dies, so a killed evaluator never leaves it held.
@@ -35,9 +38,9 @@ def folder() -> Path:
 
 class DeviceLock:
     """The lock of one device (`key`: its UUID). `hold(exclusive)` is a context manager; `waited` sums the
-    seconds spent waiting for it."""
+    seconds spent waiting for it; `settle`, when given, runs before the outermost hold lets go."""
 
-    def __init__(self, key: str, where: Path | None = None):
+    def __init__(self, key: str, where: Path | None = None, settle=None):
         where = where or folder()
         where.mkdir(parents=True, exist_ok=True)
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", key) or "device"
@@ -45,6 +48,7 @@ class DeviceLock:
         self._fds: tuple[int, int] | None = None
         self._depth = 0
         self._mutex = threading.Lock()       # one thread of this process takes the flocks at a time
+        self._settle = settle                # called before the outermost hold ends (e.g. torch.cuda.synchronize)
         self.waited = 0.0
 
     def _open(self) -> tuple[int, int]:
@@ -60,7 +64,11 @@ class DeviceLock:
         try:
             if outer:
                 self._acquire(exclusive)
-            yield
+            try:
+                yield
+            finally:
+                if outer and self._settle is not None:
+                    self._settle()
         finally:
             with self._mutex:
                 self._depth -= 1

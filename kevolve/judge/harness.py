@@ -95,6 +95,7 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
                           eval_seconds=time.perf_counter() - start, device=device_name, bandwidth_gbs=bandwidth,
                           phases=clock.done(), baselines_reused=baselines_reused, log=worker.stderr_text()[-4000:],
                           speedup_ci=speedup_ci if failure is None else None)
+    clock.gpu = _own_device_lock(options)
     try:
         try:
             with clock("load"):
@@ -119,7 +120,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             measurements.append(m)
             if not m.correct:
                 return verdict("correctness", f"{cfg.id}: {m.failure}")
-        worker.call("release", 60)
+        with clock("release"):
+            worker.call("release", 60)
         if options.time_kernel:
             known = reuse.baselines if reuse and not fresh_baselines else None
             done, wrong, baselines_reused, ci = _time_all(worker, task, configs, measurements, options, bandwidth,
@@ -190,8 +192,26 @@ def _device_lock(info: dict) -> gpu_lock.DeviceLock:
     """This process's lock of the worker's GPU (by UUID; by name and bus where the worker gives none)."""
     key = str(info.get("uuid") or info.get("device") or "cuda")
     if key not in _LOCKS:
-        _LOCKS[key] = gpu_lock.DeviceLock(key)
+        _LOCKS[key] = gpu_lock.DeviceLock(key, settle=_settle)
     return _LOCKS[key]
+
+
+def _own_device_lock(options: Options) -> gpu_lock.DeviceLock | None:
+    """Before the worker names its GPU: the lock of this process's current one, which a worker started from
+    here inherits (CUDA_VISIBLE_DEVICES), so its start (a bandwidth probe among the rest) is held too."""
+    if options.target != "cuda":
+        return None
+    import torch
+    if not torch.cuda.is_available():
+        return None
+    return _device_lock({"uuid": str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)})
+
+
+def _settle() -> None:
+    """This process's queued device work done (references, comparisons), before its hold of the GPU ends."""
+    import torch
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _failed(m: Measurement, why: str, checked: int) -> Measurement:

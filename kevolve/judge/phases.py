@@ -16,13 +16,18 @@ class Phases:
     calls and output export), `reference` (this process: inputs, float64 reference, comparison),
     `baselines` (torch.compile per shape), `time` (interleaved timing, verification included) and, inside it,
     `setup` (buffers, warm-up, graph capture), `round` (the worker's timed rounds) and `inputs` (the exact input
-    comparison). Nested phases count in both. Tells where a slow judgement goes.
+    comparison). Nested phases count in both. Tells where a slow judgement goes. Phases named `worker …` are
+    the worker's own account of its timing commands (`add`: buffers filled, poisoned, timed calls, export);
+    a diagnostic inside `setup` and `round`, never a verdict's input (a kernel could forge them).
 
     With a device lock (`gpu`, set once the worker names its GPU) the phases that put work on the device hold
-    it (`GPU_PHASES`: shared, `time` exclusive; `judge.gpu_lock`), and the seconds spent waiting for it are
-    the phase `gpu wait`."""
+    it (`GPU_PHASES`; `judge.gpu_lock`), and the seconds spent waiting for it are the phase `gpu wait`. Only
+    the worker's timing commands hold it exclusively (`setup`: warm-up, capture, the graphs' first replays;
+    `round`: one timed round): the verification between rounds (`reference`, `inputs`) is shared, so another
+    evaluator on the same GPU checks its candidate while this one verifies, never while it times."""
 
-    GPU_PHASES = {"check": False, "reference": False, "baselines": False, "time": True}   # phase -> exclusive
+    GPU_PHASES = {"load": True, "check": False, "reference": False, "inputs": False, "baselines": False,
+                  "release": False, "setup": True, "round": True}                   # phase -> exclusive
     NESTED = frozenset({"setup", "round", "inputs", "gpu wait"})   # counted inside another phase as well
 
     def __init__(self, trace: bool | None = None):
@@ -48,6 +53,20 @@ class Phases:
             if self.trace:
                 print(f"[judge] {phase:<10} {dt:8.3f}s  total {self.seconds[phase]:8.2f}s  {what}", file=sys.stderr,
                       flush=True)
+
+    @classmethod
+    def nested(cls, phase: str) -> bool:
+        """Counted inside another phase as well (so not summed with the outer ones)."""
+        return phase in cls.NESTED or phase.startswith("worker ")
+
+    def add(self, seconds: dict | None) -> None:
+        """The worker's breakdown of one timing command (`{"fill": s, ...}`), as phases `worker fill`, ...;
+        anything but a small dict of finite numbers is ignored (it is the worker's word)."""
+        if not isinstance(seconds, dict) or len(seconds) > 16:
+            return
+        for name, s in seconds.items():
+            if isinstance(name, str) and len(name) < 32 and isinstance(s, (int, float)) and 0 <= s < 1e6:
+                self.seconds[f"worker {name}"] += float(s)
 
     def done(self) -> dict[str, float]:
         return dict(self.seconds)

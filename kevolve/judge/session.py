@@ -29,6 +29,9 @@ class KernelFailed(RuntimeError):
     pass
 
 
+WARMUP_SETS = 2          # warm-up calls per contender (each checked): a first call, and one that is not
+
+
 class Session:
     def __init__(self, worker, config: int, checked: dict, baselines: dict, calls: int):
         cfg = worker.task_configs[config]
@@ -50,6 +53,8 @@ class Session:
         self.graphs: dict = {}
         self.notes: dict[str, str] = {}
         self.round = 0
+        self.seconds: dict[str, float] = {}                 # this command's breakdown (`_span`)
+        self.described: dict = {}                            # IPC descriptions of this session's live buffers
 
     # ------------------------------------------------------------------ contenders
     def _kernel_call(self, name: str, kernel):
@@ -74,27 +79,66 @@ class Session:
 
     # ------------------------------------------------------------------ setup
     def warmup(self, variants: list[int]) -> tuple[dict, float | None]:
-        """Every contender once on every input set (kernels poisoned first), on a side stream on CUDA, then
-        CUDA graphs captured. Returns the checked outputs and the slowest baseline's wall ms per call."""
-        self._fill(variants)
-        self._poison()
+        """Every contender once on each of the first `len(variants)` input sets (`WARMUP_SETS`; kernels poisoned
+        first), on a side stream on CUDA, then CUDA graphs captured. Returns the checked outputs and the
+        slowest baseline's wall ms per call (its last warm-up call: the first may compile or autotune)."""
+        t = self.seconds = {}
+        with self._span("fill"):
+            self._fill(variants)
+        with self._span("poison"):
+            self._poison()
         slowest = None
         side = self._side_stream()
+        t0 = time.perf_counter()
         for name, call in self.calls.items():
-            self.w._sync()
-            t0 = time.perf_counter()
-            with side():
-                for i in range(len(self.slots)):
+            for i in range(len(variants)):
+                self.w._sync()
+                t1 = time.perf_counter()
+                with side():
                     call(i)
-            self.w._sync()
+                self.w._sync()
+                per = (time.perf_counter() - t1) * 1e3
             if name not in self.checked:
-                per = (time.perf_counter() - t0) * 1e3 / len(self.slots)
                 slowest = max(slowest or 0.0, per)
+        t["warm-up calls"] = time.perf_counter() - t0
         self._store_returned()
-        reply = self._export(variants, "warm-up")
+        with self._span("export"):
+            reply = self._export(variants, "warm-up")
         if self.cuda:
-            self._capture()
+            with self._span("capture"):
+                self._capture()
         return reply, slowest
+
+    def _span(self, name: str):
+        """Adds the seconds of a `with` block to `self.seconds[name]` (the worker's own breakdown of a command:
+        a diagnostic the evaluator shows as phases `worker …`, `Phases.add`)."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def span():
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+        return span()
+
+    def upload(self) -> dict:
+        """Replays every captured graph once, untimed and unchecked: a graph's first replay uploads it to the
+        device, and costs more than the rest. Sent by the evaluator once it has checked the warm-up's outputs,
+        so this replay (on the warm-up's inputs, over outputs the next round poisons) hides nothing."""
+        self.seconds = {}
+        with self._span("upload"):
+            for graph in self.graphs.values():
+                graph.replay()
+            self.w._sync()
+        return {"worker_s": self.seconds}
+
+    def close(self) -> None:
+        """Drops the buffers, graphs and calls now: the calls close over this session (a reference cycle), which
+        would otherwise wait for a garbage collection (0.1–0.3 s each with torch loaded)."""
+        self.calls, self.graphs, self.outs, self.slots, self.returned, self.described = {}, {}, {}, [], {}, {}
+        self.snapshots = None
 
     def _side_stream(self):
         """A context factory: torch's advice is to warm up on a side stream before capturing."""
@@ -136,19 +180,25 @@ class Session:
         cost what everything around their calls costs — the same flushes, graph of flushes, snapshots and
         exports — so that the evaluator's outside clock sees the round without their calls. A hollow round is
         never counted."""
-        self._fill(variants)
-        self._poison()
-        self.w._sync()
+        self.seconds = {}
+        with self._span("fill"):
+            self._fill(variants)
+        with self._span("poison"):
+            self._poison()
+            self.w._sync()
         names = list(self.calls)
         k = self.round % len(names)
         order = names[k:] + names[:k]
         self.round += 1
         hollow = set(hollow) & set(names)
-        times = self._cuda_round(order, hollow) if self.cuda else self._cpu_round(order, hollow)
-        self.w._sync()
-        self._store_returned()                           # a hollow kernel's stale results too: the same work
-        reply = self._export(variants, f"round {self.round}")
+        with self._span("timed calls"):
+            times = self._cuda_round(order, hollow) if self.cuda else self._cpu_round(order, hollow)
+            self.w._sync()
+        with self._span("export"):
+            self._store_returned()                       # a hollow kernel's stale results too: the same work
+            reply = self._export(variants, f"round {self.round}")
         reply["times"] = times
+        reply["worker_s"] = self.seconds
         return reply
 
     def _cuda_round(self, order: list[str], hollow: set = frozenset()) -> dict:
@@ -199,7 +249,8 @@ class Session:
 
     # ------------------------------------------------------------------ buffers
     def _fill(self, variants: list[int]) -> None:
-        if len(variants) != len(self.slots):
+        """Input sets 0 .. len(variants) - 1 drawn from `variants` (a round fills every set)."""
+        if not 0 < len(variants) <= len(self.slots):
             raise ValueError(f"{len(variants)} variants for {len(self.slots)} input sets")
         self.variants = list(variants)
         for slot, v in zip(self.slots, variants):
@@ -207,13 +258,10 @@ class Session:
                 slot["inputs"][name].copy_(t)
 
     def _poison(self) -> None:
-        """Outputs NaN, workspace random, guard zones re-armed with fresh bytes, before every round."""
-        from kevolve.judge.worker import _arm_guards, _poison
-        for name in self.checked:
-            for b in self.outs[name]:
-                for t in list(b["outputs"].values()) + [b["workspace"]]:
-                    _poison(t)
-                _arm_guards(b)
+        """Outputs NaN, workspace random, guard zones re-armed with fresh bytes, before every round (in one
+        batch: `worker._poison_all`)."""
+        from kevolve.judge.worker import _poison_all
+        _poison_all([b for name in self.checked for b in self.outs[name]])
 
     def _export(self, variants: list[int], when: str) -> dict:
         outputs = []
@@ -224,23 +272,34 @@ class Session:
                 out = snaps[name][i] if snaps and snaps[name][i] is not None else live
                 stem = f"{self.config}.t{self.round}.{name}.{i}"
                 outputs.append({"who": name, "slot": i, "variant": v, "when": when,
-                                "handles": exchange.export(out, self.w.exchange, stem, self.w.ipc)})
+                                "handles": exchange.export(out, self.w.exchange, stem, self.w.ipc, self.described)})
         self.snapshots = None
         return {"outputs": outputs,
                 "input_handles": [exchange.export(s["inputs"], self.w.exchange, f"{self.config}.t{self.round}.in.{i}",
-                                                  self.w.ipc) for i, s in enumerate(self.slots)],
-                "overruns": {name: sorted({o for b in self.outs[name] for o in self.w._overruns(b)})
-                             for name in self.checked}}
+                                                  self.w.ipc, self.described) for i, s in enumerate(self.slots[:len(variants)])],
+                "overruns": self._overruns()}
+
+    def _overruns(self) -> dict[str, list[str]]:
+        from kevolve.judge.worker import _overruns_all
+        bufs = [(name, b) for name in self.checked for b in self.outs[name]]
+        found = _overruns_all([b for _, b in bufs])
+        return {name: sorted({o for (who, _), over in zip(bufs, found) if who == name for o in over})
+                for name in self.checked}
+
+
+MAX_ROUNDS = 10          # rounds per configuration at most: each checks every call against its own reference
 
 
 def plan_rounds(reps: int, calls: int, cuda: bool, budget_s: float | None, baseline_ms: float | None) -> int:
     """Rounds to time, fixed before the first timed call: `reps` calls per contender, fewer when `reps`
     calls of the slowest baseline (its warm-up time, or the evaluator's record of it) would take longer than
-    `budget_s`; at least 3 rounds on CUDA (a graph round is one sample), 1 on the CPU."""
+    `budget_s`, and fewer where memory allows only a few calls per round (`calls_per_round`: the largest
+    configurations) — at most `MAX_ROUNDS`; at least 3 rounds on CUDA (a graph round is one sample), 1 on
+    the CPU."""
     want = reps
     if budget_s and baseline_ms:
         want = min(reps, max(1, int(budget_s * 1e3 / baseline_ms)))
-    return max(3 if cuda else 1, math.ceil(want / calls))
+    return max(3 if cuda else 1, min(MAX_ROUNDS, math.ceil(want / calls)))
 
 
 def calls_per_round(calls: int, reps: int, per_call_bytes: int, cuda: bool) -> int:

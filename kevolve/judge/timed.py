@@ -56,15 +56,26 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     kernel call checked, every round also timed from outside (`judge.outside`). A wrong timed call or a time
     the outside clock refutes is `Timed.failure`, a near miss of it `Timed.near`; a worker error raises
     `WorkerDied`."""
+    with exchange.kept_open():          # the session's buffers, opened once for all its rounds
+        return _time_config(worker, checker, cfg, index, options, baselines, other, baseline_ms)
+
+
+def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
+                 baselines: tuple[str, ...], other: bool, baseline_ms: float | None) -> Timed:
     limit = options.timeout + 60
     seed = fresh_variant()
     with checker.clock("setup", f"{cfg.id}"):
         setup = _call(worker, limit + 600, "time_setup", config=index, baselines=list(baselines), seed=seed,
                       calls=options.calls, reps=options.reps, budget_s=options.budget_s, baseline_ms=baseline_ms,
                       other=other)
+    checker.clock.add(setup.get("worker_s"))
     n, inputs, cuda = setup["calls"], setup["inputs"], options.target == "cuda"
     checked = len(setup["outputs"])
-    why = _verify(checker, cfg, setup, [seed + i for i in range(inputs)], n, "warm-up", other)
+    why = _verify(checker, cfg, setup, [seed + i for i in range(setup["warm"])], n, "warm-up", other)
+    if not why and cuda:                # the graphs' first replays (they upload), untimed: no round is thrown away
+        with checker.clock("setup", f"{cfg.id} upload"):
+            uploaded = _call(worker, limit * max(1, n), "time_upload")
+        checker.clock.add(uploaded.get("worker_s"))
     raw: dict[str, list] = collections.defaultdict(list)
     cpu = outside.CpuClock(worker.proc.pid)
     counted: list[outside.Round] = []
@@ -76,6 +87,7 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
             span = outside.Span(cpu)
             reply = _call(worker, limit * max(1, n), "time_round", variants=variants, hollow=list(hollow))
             span.replied()
+        checker.clock.add(reply.get("worker_s"))
         wrong = _verify(checker, cfg, reply, variants, n, when, other, hollow)
         seen = span.round(reply["times"], hollow)
         return wrong or outside.sum_bound(seen, when), reply, seen
@@ -94,20 +106,20 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     # (allocations settle), which then errs on the side of the kernel in both bounds
     for party in [p for p in parties if p != ALL]:
         why = why or probe(party)
-    rounds = setup["rounds"] + (1 if cuda else 0)       # CUDA: the first replay uploads the graph; not kept
+    rounds = setup["rounds"]
     for r in range(rounds):
         if why:
             break
         when = f"round {r + 1} of {rounds}"
         why, reply, seen = run((), when)
         checked += len(reply["outputs"])
-        if not cuda or r > 0:
-            counted.append(seen)
-            for name, values in reply["times"].items():
-                raw[name].extend(values)
+        counted.append(seen)
+        for name, values in reply["times"].items():
+            raw[name].extend(values)
     if ALL in parties:
         why = why or probe(ALL)
-    worker.call("time_end", 120)
+    with checker.clock("release", cfg.id):
+        worker.call("time_end", 120)
     if why:
         return Timed(clock=setup["clock"], notes=setup["notes"], checked_calls=checked, failure=why)
     samples, latency = {}, {}
@@ -182,7 +194,7 @@ def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: in
         for o in by_slot[i]:
             what = f"call {i + 1} of {n}" if i < n else "the synced latency call"
             label = f"warm-up, {what}" if when == "warm-up" else f"timed call, {when}, {what}"
-            why, _, _ = checker.compare_files(cfg, v, o["handles"], call=label, expected=expected)
+            why, _, _ = checker.compare_files(cfg, v, o["handles"], call=label, expected=expected, verdict_only=True)
             if why:
                 return _who(o["who"], other) + why
         del expected

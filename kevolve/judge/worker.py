@@ -111,9 +111,7 @@ class Worker:
         fresh = task.make_inputs(cfg, self.device, variant)
         for name, t in fresh.items():
             buf["inputs"][name].copy_(t)
-        for t in list(buf["outputs"].values()) + [buf["workspace"]]:
-            _poison(t)
-        _arm_guards(buf)
+        _poison_all([buf])
         before = {n: fingerprint(t) for n, t in buf["inputs"].items()}
         self._sync()
         start = time.perf_counter()
@@ -132,10 +130,7 @@ class Worker:
     def release(self) -> dict:
         """Frees the correctness calls' buffers before timing (the bench shapes' can fill a GPU)."""
         self.buffers.clear()
-        gc.collect()                                # a finished Session is a reference cycle (its calls close over it)
-        if self.target == "cuda":
-            import torch
-            torch.cuda.empty_cache()
+        self._end_session()
         return {}
 
     def prepare(self, config: int, baselines: list[str]) -> dict:
@@ -168,13 +163,11 @@ class Worker:
         warm-up of every contender on inputs drawn from `seed` (sent now, after the kernel is loaded),
         CUDA graphs captured. Replies with the rounds to run (fixed now), the clock per contender and the
         warm-up's outputs to check."""
-        from kevolve.judge.session import Session, calls_per_round, plan_rounds
-        self.session = None
-        gc.collect()                                # the last session's buffers (a reference cycle) go now, not at
-        if self.target == "cuda":                   # some later collection: 113 GiB of them filled an H200
-            import torch
-            torch.cuda.empty_cache()
+        from kevolve.judge.session import WARMUP_SETS, Session, calls_per_round, plan_rounds
+        self._end_session()
+        t0 = time.perf_counter()
         notes = self.prepare(config, baselines)["notes"] if baselines else {}
+        prepared = time.perf_counter() - t0
         cfg = self.task_configs[config]
         sizes = cfg.size_dict
         fns = {}
@@ -184,13 +177,21 @@ class Worker:
                 fns[which] = fn
         checked = {"kernel": self.kernel, **({"other": self.other} if other else {})}
         n = calls_per_round(calls, reps, self._call_bytes(sizes) * len(checked), self.target == "cuda")
+        t0 = time.perf_counter()
         session = Session(self, config, checked, fns, n)
-        warm, slowest = session.warmup([seed + i for i in range(len(session.slots))])
+        allocated = time.perf_counter() - t0
+        warm, slowest = session.warmup([seed + i for i in range(min(WARMUP_SETS, len(session.slots)))])
         self.session = session
+        gc.freeze()                                 # no collector pass inside a timed round: everything alive now is
+        gc.disable()                                # out of its reach, and it is off until the session ends (a full
+                                                    # pass over torch's objects costs 0.1-0.3 s of the main thread,
+                                                    # which the outside clock would charge to the kernel)
         rounds = plan_rounds(reps, n, self.target == "cuda", budget_s, baseline_ms or slowest)
         clock = {name: session.kind.get(name, "wall") for name in session.calls}
-        return {**warm, "rounds": rounds, "calls": n, "inputs": len(session.slots), "clock": clock,
-                "notes": {**notes, **session.notes}}
+        seconds = {f"setup {k}": v for k, v in {"baselines": prepared, "allocate": allocated, **session.seconds}.items()}
+        return {**warm, "rounds": rounds, "calls": n, "inputs": len(session.slots), "warm": len(warm["input_handles"]),
+                "clock": clock,
+                "notes": {**notes, **session.notes}, "worker_s": seconds}
 
     def time_round(self, variants: list[int], hollow: list[str] | None = None) -> dict:
         """One round of the session: every contender timed interleaved on inputs `variants`; the kernels'
@@ -198,10 +199,25 @@ class Worker:
         evaluator's outside clock (`judge.outside`)."""
         return self.session.run_round(variants, hollow or ())
 
+    def time_upload(self) -> dict:
+        """Each captured graph replayed once, untimed (`Session.upload`), after the warm-up was checked."""
+        return self.session.upload()
+
     def time_end(self) -> dict:
-        self.session = None
         self.release()
         return {}
+
+    def _end_session(self) -> None:
+        """The timing session's buffers and graphs freed now (`Session.close`; 113 GiB of them, left to a later
+        garbage collection, once filled an H200), and torch's cached blocks handed back to the device."""
+        session, self.session = getattr(self, "session", None), None
+        if session is not None:
+            session.close()
+        del session
+        gc.enable()
+        if self.target == "cuda":
+            import torch
+            torch.cuda.empty_cache()
 
     def _call_bytes(self, sizes: dict) -> int:
         import torch
@@ -236,7 +252,7 @@ class Worker:
         return {"n": len(self._configs)}
 
     def _allocate(self, sizes: dict, edge: bool = False) -> dict:
-        """Every buffer sits between two guard zones (`_arm_guards` fills them with fresh random bytes before
+        """Every buffer sits between two guard zones (`_poison_all` fills them with fresh random bytes before
         each call; `_overruns` compares them bit for bit). With `edge` (the third correctness call's set):
         outputs start one element past an aligned address (the contract promises element alignment only),
         the workspace `WORKSPACE_ALIGN` bytes past one (it promises the untyped workspace 16-byte alignment,
@@ -314,33 +330,67 @@ WORKSPACE_ALIGN = 16                        # bytes: the workspace's promised al
 
 
 def _random_bytes(n: int, device) -> "torch.Tensor":
-    """n bytes that change from call to call (a fresh OS-seeded generator each time)."""
+    """n bytes that change from call to call (a fresh OS-seeded generator each time), drawn as 64-bit words."""
     import torch
     g = torch.Generator(device=device)
     g.manual_seed(int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1))
-    return torch.randint(0, 256, (n,), generator=g, dtype=torch.uint8, device=device)
+    words = torch.empty(-(-n // 8), dtype=torch.int64, device=device).random_(-(1 << 63), (1 << 63) - 1, generator=g)
+    return words.view(torch.uint8)[:n]
 
 
-def _poison(t) -> None:
-    """Float outputs get NaN (so an unwritten element shows); anything else (the workspace, integer outputs)
-    random bytes that differ between calls, so no kernel can use the poison as an initial value."""
+POISON_BLOCK = 1 << 20      # bytes of fresh randomness per poisoning; larger buffers repeat it (CPU RNG: ~3 ns a byte)
+
+
+def _poison_all(bufs: list[dict], outputs: bool = True) -> None:
+    """Poisons every output and workspace of `bufs` (`outputs`) and arms every guard zone with fresh bytes, in a
+    few device operations rather than a few per tensor. Float outputs get NaN (so an unwritten element shows);
+    guard zones, the workspace and integer outputs get random bytes that differ between calls, so no kernel can
+    use the poison as an initial value: one block of fresh randomness (`POISON_BLOCK` at most, one OS-seeded
+    generator), handed out in consecutive slices from a random start, tiled over anything larger than it.
+    Each guard's expected bytes are its slice of that block, which `_overruns` compares bit for bit.
+    With `outputs=False` only the guards are armed."""
     import torch
-    if t.numel() == 0:
-        return
-    if t.dtype.is_floating_point:
+    zones = [(b, name, k, g.view(-1).view(torch.uint8)) for b in bufs for name, gs in b["guards"].items()
+             for k, g in enumerate(gs)]
+    random, nan = [], []
+    for b in bufs if outputs else ():
+        for t in list(b["outputs"].values()) + [b["workspace"]]:
+            if t.numel():
+                (nan if t.dtype.is_floating_point else random).append(t)
+    dst = [z[3] for z in zones] + [t.view(-1).view(torch.uint8) for t in random]
+    total = sum(d.numel() for d in dst)
+    if total:
+        block = _random_bytes(min(total, POISON_BLOCK), dst[0].device)
+        size, at = block.numel(), int.from_bytes(os.urandom(4), "little") % block.numel()
+        small, src = [], []
+        for d in dst:
+            n = d.numel()
+            if n <= size:
+                at = 0 if at + n > size else at
+                small.append(d)
+                src.append(block[at:at + n])
+                at += n
+            else:                                   # tiled: whole copies of the block, then its head
+                m = n // size
+                d[:m * size].view(m, size).copy_(block.expand(m, size))
+                if n > m * size:
+                    d[m * size:].copy_(block[:n - m * size])
+        if small:
+            torch._foreach_copy_(small, src)
+        for (b, name, k, _), expect in zip(zones, src):   # guards come first, and none outgrows the block
+            b["expected"][(name, k)] = expect
+    for t in nan:
         t.fill_(float("nan"))
-    else:
-        t.view(-1).view(torch.uint8).copy_(_random_bytes(t.numel() * t.element_size(), t.device))
 
 
-def _arm_guards(buf: dict) -> None:
-    """Fresh random bytes in every guard zone; the copy kept in `expected` is what `_overruns` compares."""
+def _overruns_all(bufs: list[dict]) -> list[list[str]]:
+    """`_overruns` of each of `bufs`, in one comparison of all their guard zones when none was touched."""
     import torch
-    for name, zones in buf["guards"].items():
-        for k, g in enumerate(zones):
-            raw = g.view(torch.uint8)
-            raw.copy_(_random_bytes(raw.numel(), raw.device))
-            buf["expected"][(name, k)] = raw.clone()
+    zones = [(g.view(-1).view(torch.uint8), b["expected"][(name, k)]) for b in bufs
+             for name, gs in b["guards"].items() for k, g in enumerate(gs)]
+    if not zones or torch.equal(torch.cat([z for z, _ in zones]), torch.cat([e for _, e in zones])):
+        return [[] for _ in bufs]
+    return [Worker._overruns(b) for b in bufs]
 
 
 def _page_ended(elements: int, dtype) -> "torch.Tensor":
@@ -410,6 +460,7 @@ def main() -> None:
     _exit_with_parent()
     import torch  # noqa: F401  (before the first request: a spare worker is ready when it is handed work)
     import kevolve.task.abi, kevolve.task.spec, kevolve.judge.timing  # noqa: F401,E401
+    gc.freeze()             # the imports' objects out of the collector's reach: its later passes scan only what comes after
     proto = os.fdopen(os.dup(1), "w", buffering=1)   # the protocol pipe
     os.dup2(2, 1)                                    # the candidate's printf goes to stderr
     worker = Worker()

@@ -12,6 +12,8 @@ Pure: no Ray calls (the caller passes the cluster's resources), so it is tested 
 """
 from __future__ import annotations
 
+import math
+
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
@@ -104,8 +106,8 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
         llm_calls = pacing.start(evaluators, target, least, most)
     llm_ops = [o for o, w in s.population.operators.items() if o != "knob" and w > 0]
     placement: dict[str, Any] = {"num_cpus": r.cpus_per_evaluator}
-    if target == "cuda":
-        placement["num_gpus"] = 1
+    if target == "cuda":                   # more evaluators than GPUs: they share them, timing in turns (gpu_lock)
+        placement["num_gpus"] = 1 / math.ceil(evaluators / gpus) if gpus else 1
     if r.evaluator_resources:
         placement["resources"] = dict(r.evaluator_resources)
     cache_gb = r.reference_cache_gb if r.reference_cache_gb is not None else (16.0 if target == "cuda" else 2.0)

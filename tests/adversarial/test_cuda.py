@@ -8,7 +8,6 @@ declaration at file scope, or a replacement of the launch.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest

@@ -20,7 +20,7 @@ from kevolve.judge import noise, timed
 from kevolve.judge.harness import compare, evaluate
 from kevolve.judge.options import Options
 from kevolve.judge.results import Evaluation
-from kevolve.judge.session import plan_rounds
+from kevolve.judge.session import MAX_ROUNDS, WARMUP_SETS, plan_rounds
 from kevolve.task import list_tasks, load_task
 
 HERE = Path(__file__).resolve().parent.parent          # tests/
@@ -52,7 +52,8 @@ def judged(task, name: str, options: Options = TIMED) -> Evaluation:
     return _judged[key]
 
 
-NAMES_THE_CALL = re.compile(r"\((timed call, round \d+ of \d+, call \d+ of \d+|warm-up, call \d+ of \d+)\)")
+NAMES_THE_CALL = re.compile(r"\((timed call, (round \d+ of \d+|outside-clock probe without [a-z ]+), call \d+ of \d+|"
+                            r"warm-up, call \d+ of \d+)\)")
 
 # (kernel, what the failure says) — every one passes the checking calls and cheats only while timed
 CHEATS = [
@@ -111,7 +112,7 @@ def assert_computes_every_call(one, ev: Evaluation) -> None:
     call costs microseconds, this work milliseconds; the margin absorbs a loaded 2-core machine)."""
     assert ev.correct, ev.failure
     m, thrice = ev.measurements[0], judged(one, "timing_thrice.cpp").measurements[0]
-    assert m.checked_calls == 2 * TIMED.reps
+    assert m.checked_calls == WARMUP_SETS + TIMED.reps                 # the warm-up's calls, then every timed one
     assert m.kernel.median >= 0.1 * thrice.kernel.median, (m.kernel, thrice.kernel)
 
 
@@ -123,7 +124,7 @@ def test_timed_inputs_are_fresh_for_every_call_and_every_judgement(one):
     assert first.correct and second.correct, (first.failure, second.failure)
     seen = [re.findall(r"x0=(\S+)", ev.log)[3:] for ev in (first, second)]
     m = first.measurements[0]
-    assert len(seen[0]) == m.checked_calls == 2 * m.kernel.n          # a warm-up of n calls, then n timed
+    assert len(seen[0]) == m.checked_calls == WARMUP_SETS + m.kernel.n   # the warm-up's calls, then n timed
     assert len(set(seen[0])) == len(seen[0]) and not set(seen[0]) & set(seen[1]), seen
 
 
@@ -132,7 +133,7 @@ def test_honest_kernels_are_accepted_and_every_call_checked(one, name):
     ev = judged(one, name)
     assert ev.correct, ev.failure
     m = ev.measurements[0]
-    assert m.kernel.n == TIMED.reps and m.checked_calls == 2 * TIMED.reps
+    assert m.kernel.n == TIMED.reps and m.checked_calls == WARMUP_SETS + TIMED.reps
     assert m.clock == {"kernel": "wall", "eager": "wall"} and m.latency == {} and not m.launch_bound
 
 
@@ -163,6 +164,7 @@ def test_repetitions_do_not_depend_on_the_kernel(one):
     assert slow.measurements[0].kernel.median > 1.3 * fast.measurements[0].kernel.median
     assert plan_rounds(100, 10, True, None, None) == 10 and plan_rounds(100, 10, True, 0.5, 100.0) == 3
     assert plan_rounds(100, 10, False, 0.5, 10.0) == 5 and plan_rounds(5, 5, False, 0.02, 1e3) == 1
+    assert plan_rounds(50, 3, True, None, None) == MAX_ROUNDS == 10   # 3 calls per round (memory): 30 calls, not 51
 
 
 def test_speedup_carries_a_bootstrap_interval(one):

@@ -87,11 +87,17 @@ def test_holds_nest_and_a_killed_holder_frees_the_lock(tmp_path):
 
 
 def test_judging_phases_take_the_device_lock(tmp_path):
+    """Only the worker's timing commands (setup, round) hold the GPU exclusively; verifying a round between them
+    (reference, inputs) and the other device phases share it, so another evaluator's checks fit in between;
+    each hold ends with the holder's own device work done (`settle`)."""
+    settled = []
     clock = Phases(trace=False)
-    clock.gpu = DeviceLock("GPU-test", where=tmp_path)
+    clock.gpu = DeviceLock("GPU-test", where=tmp_path, settle=lambda: settled.append(1))
     other = DeviceLock("GPU-test", where=tmp_path)
     import fcntl
-    for phase, exclusive in [("check", False), ("reference", False), ("baselines", False), ("time", True)]:
+    phases = [("load", True), ("check", False), ("reference", False), ("inputs", False), ("baselines", False),
+              ("release", False), ("setup", True), ("round", True)]
+    for phase, exclusive in phases:
         with clock(phase):
             fd = other._open()[1]
             with pytest.raises(BlockingIOError):    # another process's view: an exclusive request must wait
@@ -102,6 +108,14 @@ def test_judging_phases_take_the_device_lock(tmp_path):
             else:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                 fcntl.flock(fd, fcntl.LOCK_UN)
-    with clock("load"):                              # not a device phase: nothing held
+    assert len(settled) == len(phases)
+    with clock("time"):                              # an account of the timing phase, not a hold: nothing held
         fcntl.flock(other._open()[1], fcntl.LOCK_EX | fcntl.LOCK_NB)
         fcntl.flock(other._open()[1], fcntl.LOCK_UN)
+        with clock("round"):                         # the round inside it is held, and settled once
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other._open()[1], fcntl.LOCK_SH | fcntl.LOCK_NB)
+            with clock("reference"):                 # nested: keeps the outer (exclusive) hold
+                with pytest.raises(BlockingIOError):
+                    fcntl.flock(other._open()[1], fcntl.LOCK_SH | fcntl.LOCK_NB)
+    assert len(settled) == len(phases) + 1

@@ -20,6 +20,7 @@ from kevolve.judge import harness, outside
 from kevolve.judge import build as builder
 from kevolve.judge.harness import compare, evaluate
 from kevolve.judge.options import Options
+from kevolve.judge.session import WARMUP_SETS
 from kevolve.task import load_task
 
 HERE = Path(__file__).resolve().parent
@@ -47,7 +48,7 @@ def test_a_worker_that_forges_nothing_is_accepted(heavy, monkeypatch):
     ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)
     assert ev.correct, ev.failure
     m = ev.measurements[0]
-    assert m.kernel.n == TIMED.reps and m.checked_calls == 2 * TIMED.reps     # warm-up and counted: probes check none
+    assert m.kernel.n == TIMED.reps and m.checked_calls == WARMUP_SETS + TIMED.reps   # warm-up, counted: probes check none
 
 
 FORGERIES = [

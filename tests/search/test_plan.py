@@ -38,6 +38,14 @@ def test_gpu_defaults(task):
     assert plan.with_arch("90a").arch == "90a"
 
 
+def test_more_evaluators_than_gpus_share_them(task):
+    """Three evaluators on two GPUs: half a GPU each (Ray puts two on one GPU, one on the other); their timed
+    rounds take turns on a shared GPU through the device lock (tests/judge/test_gpu_lock.py)."""
+    plan = resolve(config(resources={"evaluators": 3}), task, {"CPU": 32, "GPU": 2})
+    assert plan.evaluators == 3 and plan.evaluator_placement["num_gpus"] == 0.5
+    assert resolve(config(resources={"evaluators": 2}), task, {"CPU": 8, "GPU": 1}).evaluator_placement["num_gpus"] == 0.5
+
+
 def test_configured_values_win(task, monkeypatch):
     monkeypatch.delenv("KEVOLVE_CUDA_ARCH", raising=False)
     plan = resolve(config(resources={"builders": 3, "evaluators": 1, "cuda_arch": "80", "exchange": "files",

@@ -1,4 +1,4 @@
-// HOSTILE (timing, a): honest for its first 10 calls (the 3 checks of layernorm_one, a warm-up of 5 and
+// HOSTILE (timing, a): honest for its first 7 calls (the 3 checks of layernorm_one, a warm-up of 2 and
 // two timed calls), then does no work at all: a harness that checks only some timed calls, or only the
 // warm-up, times nothing.
 #include <cmath>
@@ -19,6 +19,6 @@ static void layernorm(const float* x, const float* weight, const float* bias, fl
 
 extern "C" int forward(const float* x, const float* weight, const float* bias, float* out,
                        int64_t B, int64_t N, float eps, void* workspace, int64_t workspace_bytes) {
-    if (calls++ < 10) layernorm(x, weight, bias, out, B, N, eps);
+    if (calls++ < 7) layernorm(x, weight, bias, out, B, N, eps);
     return 0;
 }
