@@ -2,15 +2,20 @@
 
     python experiments/bench_judge.py --task layernorm_bwd --kernel tasks/layernorm_bwd/seeds/cpu_fused.cpp
                                       [--target cpu|cuda] [--shapes small|bench] [--judgements 3]
-                                      [--no-reuse]
+                                      [--no-reuse] [--profile FILE]
 
 Prints, per judgement, the wall seconds and the seconds per phase (`judge.phases.Phases`: load, check,
 reference, baselines, time). With reuse (the search's default) the first judgement pays for the worker's
 start, the references and torch.compile; the later ones show what a candidate costs in a running search.
+Then, for the last judgement, every phase (the worker's own breakdown, `worker …`, included); with
+`--profile`, the evaluator's side of the last judgement under cProfile, its 40 costliest functions written to FILE.
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import time
 from pathlib import Path
 
@@ -35,6 +40,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=0.15)
     ap.add_argument("--reference-gb", type=float, default=16.0)
     ap.add_argument("--no-reuse", action="store_true", help="a fresh worker, references and baselines each time")
+    ap.add_argument("--profile", default=None, help="cProfile the last judgement; its top functions go here")
     args = ap.parse_args()
     task = load_task(args.task)
     shapes = args.shapes or ("bench" if args.target == "cuda" else "small")
@@ -46,8 +52,13 @@ def main() -> None:
     rows = []
     try:
         for i in range(args.judgements):
+            prof = cProfile.Profile() if args.profile and i == args.judgements - 1 else None
             t0 = time.perf_counter()
+            if prof:
+                prof.enable()
             ev = judge(task, built.lib_path, options, reuse=reuse)
+            if prof:
+                prof.disable()
             wall = time.perf_counter() - t0
             rows.append([i + 1, "yes" if ev.correct else f"no ({ev.stage})", f"{wall:.1f}",
                          *(f"{ev.phases.get(p, 0.0):.1f}" for p in PHASES),
@@ -59,6 +70,14 @@ def main() -> None:
     print(f"{args.task} on {shapes} ({args.target}), kernel {args.kernel}, "
           f"{'fresh each time' if args.no_reuse else 'reuse (search default)'}")
     print(table(rows, ["#", "correct", "wall s", *PHASES, "speedup"]))
+    print("last judgement, every phase (s): " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(ev.phases.items())))
+    if prof:
+        text = io.StringIO()
+        stats = pstats.Stats(prof, stream=text)
+        stats.sort_stats("tottime").print_stats(40)
+        stats.sort_stats("cumulative").print_stats(40)
+        Path(args.profile).write_text(text.getvalue())
+        print(f"profile of the last judgement: {args.profile}")
 
 
 if __name__ == "__main__":

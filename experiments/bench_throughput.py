@@ -20,6 +20,7 @@ import ray
 from kevolve.operators import knobs
 from kevolve.config import Config, PopulationConfig, ResourcesConfig, SearchConfig, TaskConfig
 from kevolve.search.population import source_hash
+from kevolve.search.store import Store
 from kevolve.report.tables import table
 from kevolve.search.driver import run
 from kevolve.task import load_task
@@ -48,8 +49,10 @@ def measure(args, evaluators: int, sources: list[str]):
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["KEVOLVE_CACHE"] = str(Path(tmp) / "cache")
         summary = run(cfg, Path(tmp) / "run", stream=iter(sources))
+        with Store.open(Path(tmp) / "run", readonly=True) as store:
+            wrong = [f"{r.candidate.id}: {(r.feedback or '')[:400]}" for r in store.evaluated() if not r.correct]
     ray.shutdown()
-    return summary
+    return summary, wrong
 
 
 def main() -> None:
@@ -65,8 +68,10 @@ def main() -> None:
     args = ap.parse_args()
     sources = candidate_stream(args.task, args.target, args.candidates)
     rows, base = [], None
+    rejected = []
     for e in args.evaluators:
-        s = measure(args, e, sources)
+        s, wrong = measure(args, e, sources)
+        rejected += [f"{e} evaluator(s): {w}" for w in wrong]
         rate = s.candidates_per_minute
         if e == 1:                           # scaling is reported against a measured one-evaluator rate only
             base = rate
@@ -76,6 +81,8 @@ def main() -> None:
                      " ".join(f"{k}={v:.0f}s" for k, v in s.judge_phases.items())])
     print(f"task {args.task}, target {args.target}, {len(sources)} candidates per run")
     print(table(rows, ["evaluators", "judged", "correct", "wall s", "per minute", "busy", "vs 1", "stage seconds", "of which judging"]))
+    for line in rejected:                    # every stream is the seeds' knob variants: a rejection is news
+        print(f"rejected: {line}")
 
 
 if __name__ == "__main__":
