@@ -197,14 +197,16 @@ def _device_lock(info: dict) -> gpu_lock.DeviceLock:
 
 
 def _own_device_lock(options: Options) -> gpu_lock.DeviceLock | None:
-    """Before the worker names its GPU: the lock of this process's current one, which a worker started from
-    here inherits (CUDA_VISIBLE_DEVICES), so its start (a bandwidth probe among the rest) is held too."""
+    """Before the worker names its GPU: the lock of the one it will get (`options.gpu` among this process's
+    visible devices, else the current one: a worker inherits CUDA_VISIBLE_DEVICES), so its start, a bandwidth
+    probe among the rest, is held too."""
     if options.target != "cuda":
         return None
     import torch
     if not torch.cuda.is_available():
         return None
-    return _device_lock({"uuid": str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)})
+    index = options.gpu if options.gpu is not None else torch.cuda.current_device()
+    return _device_lock({"uuid": str(torch.cuda.get_device_properties(index).uuid)})
 
 
 def _settle() -> None:
