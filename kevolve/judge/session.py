@@ -19,10 +19,11 @@ measures and hands outputs back; it judges nothing (that is `judge.timed`, in th
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 
-from kevolve.judge import exchange, timing
+from kevolve.judge import buffers, exchange, timing
 
 
 class KernelFailed(RuntimeError):
@@ -82,25 +83,24 @@ class Session:
         """Every contender once on each of the first `len(variants)` input sets (`WARMUP_SETS`; kernels poisoned
         first), on a side stream on CUDA, then CUDA graphs captured. Returns the checked outputs and the
         slowest baseline's wall ms per call (its last warm-up call: the first may compile or autotune)."""
-        t = self.seconds = {}
+        self.seconds = {}
         with self._span("fill"):
             self._fill(variants)
         with self._span("poison"):
             self._poison()
         slowest = None
         side = self._side_stream()
-        t0 = time.perf_counter()
-        for name, call in self.calls.items():
-            for i in range(len(variants)):
-                self.w._sync()
-                t1 = time.perf_counter()
-                with side():
-                    call(i)
-                self.w._sync()
-                per = (time.perf_counter() - t1) * 1e3
-            if name not in self.checked:
-                slowest = max(slowest or 0.0, per)
-        t["warm-up calls"] = time.perf_counter() - t0
+        with self._span("warm-up calls"):
+            for name, call in self.calls.items():
+                for i in range(len(variants)):
+                    self.w._sync()
+                    t0 = time.perf_counter()
+                    with side():
+                        call(i)
+                    self.w._sync()
+                    per = (time.perf_counter() - t0) * 1e3
+                if name not in self.checked:
+                    slowest = max(slowest or 0.0, per)
         self._store_returned()
         with self._span("export"):
             reply = self._export(variants, "warm-up")
@@ -109,19 +109,15 @@ class Session:
                 self._capture()
         return reply, slowest
 
+    @contextlib.contextmanager
     def _span(self, name: str):
         """Adds the seconds of a `with` block to `self.seconds[name]` (the worker's own breakdown of a command:
         a diagnostic the evaluator shows as phases `worker …`, `Phases.add`)."""
-        import contextlib
-
-        @contextlib.contextmanager
-        def span():
-            t0 = time.perf_counter()
-            try:
-                yield
-            finally:
-                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
-        return span()
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
 
     def upload(self) -> dict:
         """Replays every captured graph once, untimed and unchecked: a graph's first replay uploads it to the
@@ -142,7 +138,6 @@ class Session:
 
     def _side_stream(self):
         """A context factory: torch's advice is to warm up on a side stream before capturing."""
-        import contextlib
         if not self.cuda:
             return contextlib.nullcontext
         import torch
@@ -259,9 +254,8 @@ class Session:
 
     def _poison(self) -> None:
         """Outputs NaN, workspace random, guard zones re-armed with fresh bytes, before every round (in one
-        batch: `worker._poison_all`)."""
-        from kevolve.judge.worker import _poison_all
-        _poison_all([b for name in self.checked for b in self.outs[name]])
+        batch: `buffers.poison_all`)."""
+        buffers.poison_all([b for name in self.checked for b in self.outs[name]])
 
     def _export(self, variants: list[int], when: str) -> dict:
         outputs = []
@@ -280,9 +274,8 @@ class Session:
                 "overruns": self._overruns()}
 
     def _overruns(self) -> dict[str, list[str]]:
-        from kevolve.judge.worker import _overruns_all
         bufs = [(name, b) for name in self.checked for b in self.outs[name]]
-        found = _overruns_all([b for _, b in bufs])
+        found = buffers.overruns_all([b for _, b in bufs])
         return {name: sorted({o for (who, _), over in zip(bufs, found) if who == name for o in over})
                 for name in self.checked}
 

@@ -24,10 +24,8 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import torch
+from kevolve.judge.buffers import allocate, overruns, poison_all
 
 
 def fingerprint(t) -> str:
@@ -49,6 +47,7 @@ class Worker:
         self.task = self.kernel = None
         self.buffers: dict[int, list[dict]] = {}     # config index -> buffer sets allocated for it
         self.compiled = {}
+        self.session = None                         # the timing session (`time_setup` .. `time_end`)
         self.ipc = False                            # outputs through CUDA IPC (set_exchange) or files
 
     # ------------------------------------------------------------------ commands
@@ -111,7 +110,7 @@ class Worker:
         fresh = task.make_inputs(cfg, self.device, variant)
         for name, t in fresh.items():
             buf["inputs"][name].copy_(t)
-        _poison_all([buf])
+        poison_all([buf])
         before = {n: fingerprint(t) for n, t in buf["inputs"].items()}
         self._sync()
         start = time.perf_counter()
@@ -120,11 +119,11 @@ class Worker:
                              scalars=task.scalar_values(cfg), case=cfg)
         self._sync()
         seconds = time.perf_counter() - start
-        overruns = self._overruns(buf)
+        overrun = overruns(buf)
         files = self._export(buf["outputs"], config, variant)
         handles = self._export(buf["inputs"], config, f"{variant}.in")
         return {"rc": int(rc), "before": before, "input_handles": handles, "outputs": files, "seconds": seconds,
-                "overruns": overruns, "layout": buf["layout"],
+                "overruns": overrun, "layout": buf["layout"],
                 "pointers": {n: t.data_ptr() for n, t in buf["inputs"].items()}}
 
     def release(self) -> dict:
@@ -210,10 +209,9 @@ class Worker:
     def _end_session(self) -> None:
         """The timing session's buffers and graphs freed now (`Session.close`; 113 GiB of them, left to a later
         garbage collection, once filled an H200), and torch's cached blocks handed back to the device."""
-        session, self.session = getattr(self, "session", None), None
-        if session is not None:
-            session.close()
-        del session
+        if self.session is not None:
+            self.session.close()
+            self.session = None
         gc.enable()
         if self.target == "cuda":
             import torch
@@ -252,42 +250,8 @@ class Worker:
         return {"n": len(self._configs)}
 
     def _allocate(self, sizes: dict, edge: bool = False) -> dict:
-        """Every buffer sits between two guard zones (`_poison_all` fills them with fresh random bytes before
-        each call; `_overruns` compares them bit for bit). With `edge` (the third correctness call's set):
-        outputs start one element past an aligned address (the contract promises element alignment only),
-        the workspace `WORKSPACE_ALIGN` bytes past one (it promises the untyped workspace 16-byte alignment,
-        enough for any scalar or 16-byte vector a kernel keeps there), and both guards stay; on the CPU every input instead ends against an inaccessible
-        page, so reading one element past its end faults (a crash verdict), and its base is wherever that
-        puts it. On the GPU the caching allocator owns page placement: inputs are skewed like outputs."""
-        import torch
-        t, guards = self.task, {}
-
-        def mk(name: str, shape: tuple, dtype, role: str) -> "torch.Tensor":
-            n = math.prod(shape)
-            if edge and role == "input" and self.device == "cpu":
-                flat = _page_ended(GUARD + n, dtype)
-                guards[name] = [flat[:GUARD]]
-                return flat[GUARD:].view(shape)
-            skew = (WORKSPACE_ALIGN if role == "workspace" else 1) if edge else 0
-            flat = torch.empty(GUARD + skew + n + GUARD, dtype=dtype, device=self.device)
-            guards[name] = [flat[:GUARD + skew], flat[GUARD + skew + n:]]
-            return flat[GUARD + skew:GUARD + skew + n].view(shape)
-        dt = lambda s: getattr(torch, s.dtype)  # noqa: E731
-        return {"inputs": {s.name: mk(s.name, t.shape(s, sizes), dt(s), "input") for s in t.inputs},
-                "outputs": {s.name: mk(s.name, t.shape(s, sizes), dt(s), "output") for s in t.outputs},
-                "workspace": mk("workspace", (t.workspace(sizes),), torch.uint8, "workspace"), "guards": guards,
-                "expected": {}, "layout": "edge" if edge else "aligned"}
-
-    @staticmethod
-    def _overruns(buf: dict) -> list[str]:
-        """Buffers whose guard zones (before or after) no longer hold the exact bytes written before the call."""
-        import torch
-        bad = []
-        for name, zones in buf["guards"].items():
-            for k, g in enumerate(zones):
-                if not torch.equal(g.view(torch.uint8), buf["expected"][(name, k)]):
-                    bad.append(f"{name} ({'before its start' if k == 0 else 'past its end'})")
-        return bad
+        """One guarded buffer set for this task on this device (`judge.buffers.allocate`)."""
+        return allocate(self.task, self.device, sizes, edge)
 
     def _baseline(self, which: str, cfg, probe_args: list | None, notes: dict):
         """torch eager, or torch.compile (default mode, or max-autotune without CUDA graphs) compiled once per
@@ -325,91 +289,6 @@ class Worker:
 
 
 COMPILE_MODES = {"compile": None, "compile-max-autotune": "max-autotune-no-cudagraphs"}
-GUARD = 4096                                # elements of guard before and after every buffer
-WORKSPACE_ALIGN = 16                        # bytes: the workspace's promised alignment, and its skew on edge calls
-
-
-def _random_bytes(n: int, device) -> "torch.Tensor":
-    """n bytes that change from call to call (a fresh OS-seeded generator each time), drawn as 64-bit words."""
-    import torch
-    g = torch.Generator(device=device)
-    g.manual_seed(int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1))
-    words = torch.empty(-(-n // 8), dtype=torch.int64, device=device).random_(-(1 << 63), (1 << 63) - 1, generator=g)
-    return words.view(torch.uint8)[:n]
-
-
-POISON_BLOCK = 1 << 20      # bytes of fresh randomness per poisoning; larger buffers repeat it (CPU RNG: ~3 ns a byte)
-
-
-def _poison_all(bufs: list[dict], outputs: bool = True) -> None:
-    """Poisons every output and workspace of `bufs` (`outputs`) and arms every guard zone with fresh bytes, in a
-    few device operations rather than a few per tensor. Float outputs get NaN (so an unwritten element shows);
-    guard zones, the workspace and integer outputs get random bytes that differ between calls, so no kernel can
-    use the poison as an initial value: one block of fresh randomness (`POISON_BLOCK` at most, one OS-seeded
-    generator), handed out in consecutive slices from a random start, tiled over anything larger than it.
-    Each guard's expected bytes are its slice of that block, which `_overruns` compares bit for bit.
-    With `outputs=False` only the guards are armed."""
-    import torch
-    zones = [(b, name, k, g.view(-1).view(torch.uint8)) for b in bufs for name, gs in b["guards"].items()
-             for k, g in enumerate(gs)]
-    random, nan = [], []
-    for b in bufs if outputs else ():
-        for t in list(b["outputs"].values()) + [b["workspace"]]:
-            if t.numel():
-                (nan if t.dtype.is_floating_point else random).append(t)
-    dst = [z[3] for z in zones] + [t.view(-1).view(torch.uint8) for t in random]
-    total = sum(d.numel() for d in dst)
-    if total:
-        block = _random_bytes(min(total, POISON_BLOCK), dst[0].device)
-        size, at = block.numel(), int.from_bytes(os.urandom(4), "little") % block.numel()
-        small, src = [], []
-        for d in dst:
-            n = d.numel()
-            if n <= size:
-                at = 0 if at + n > size else at
-                small.append(d)
-                src.append(block[at:at + n])
-                at += n
-            else:                                   # tiled: whole copies of the block, then its head
-                m = n // size
-                d[:m * size].view(m, size).copy_(block.expand(m, size))
-                if n > m * size:
-                    d[m * size:].copy_(block[:n - m * size])
-        if small:
-            torch._foreach_copy_(small, src)
-        for (b, name, k, _), expect in zip(zones, src):   # guards come first, and none outgrows the block
-            b["expected"][(name, k)] = expect
-    for t in nan:
-        t.fill_(float("nan"))
-
-
-def _overruns_all(bufs: list[dict]) -> list[list[str]]:
-    """`_overruns` of each of `bufs`, in one comparison of all their guard zones when none was touched."""
-    import torch
-    zones = [(g.view(-1).view(torch.uint8), b["expected"][(name, k)]) for b in bufs
-             for name, gs in b["guards"].items() for k, g in enumerate(gs)]
-    if not zones or torch.equal(torch.cat([z for z, _ in zones]), torch.cat([e for _, e in zones])):
-        return [[] for _ in bufs]
-    return [Worker._overruns(b) for b in bufs]
-
-
-def _page_ended(elements: int, dtype) -> "torch.Tensor":
-    """A CPU tensor of `elements` whose last byte is followed by a PROT_NONE page."""
-    import ctypes
-    import mmap
-    import torch
-    item = torch.empty(0, dtype=dtype).element_size()
-    size, page = elements * item, mmap.PAGESIZE
-    span = -(-size // page) * page
-    region = mmap.mmap(-1, span + page, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mprotect(ctypes.c_void_p(base + span), ctypes.c_size_t(page), 0) != 0:
-        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
-    whole = torch.frombuffer(region, dtype=torch.uint8, count=span, offset=0)   # holds a reference to region
-    return whole[span - size:].view(dtype)
-
-
 class _fill_uninitialized:
     """Torch ABI: makes torch::empty hand out NaN-filled memory during the candidate's call."""
 

@@ -1,0 +1,139 @@
+"""The worker's guarded buffers: where a kernel's inputs, outputs and workspace live, how they are poisoned before
+every call, and how a write outside them is found.
+
+`allocate` puts every buffer between two guard zones (and, on edge calls, skews it or ends it against an
+inaccessible page); `poison_all` fills outputs with NaN and the workspace, integer outputs and guard zones with
+fresh random bytes, for many buffer sets in a few device operations; `overruns` / `overruns_all` compare the
+guards bit for bit with what was written into them. Used by the worker's correctness calls and by the timing
+session (`judge.session`); all of it runs in the worker, where the kernel does.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+GUARD = 4096                                # elements of guard before and after every buffer
+WORKSPACE_ALIGN = 16                        # bytes: the workspace's promised alignment, and its skew on edge calls
+
+
+def random_bytes(n: int, device) -> "torch.Tensor":
+    """n bytes that change from call to call (a fresh OS-seeded generator each time), drawn as 64-bit words."""
+    import torch
+    g = torch.Generator(device=device)
+    g.manual_seed(int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1))
+    words = torch.empty(-(-n // 8), dtype=torch.int64, device=device).random_(-(1 << 63), (1 << 63) - 1, generator=g)
+    return words.view(torch.uint8)[:n]
+
+
+POISON_BLOCK = 1 << 20      # bytes of fresh randomness per poisoning; larger buffers repeat it (CPU RNG: ~3 ns a byte)
+
+
+def poison_all(bufs: list[dict]) -> None:
+    """Poisons every output and workspace of `bufs` and arms every guard zone with fresh bytes, in a
+    few device operations rather than a few per tensor. Float outputs get NaN (so an unwritten element shows);
+    guard zones, the workspace and integer outputs get random bytes that differ between calls, so no kernel can
+    use the poison as an initial value: one block of fresh randomness (`POISON_BLOCK` at most, one OS-seeded
+    generator), handed out in consecutive slices from a random start, tiled over anything larger than it.
+    Each guard's expected bytes are its slice of that block, which `overruns` compares bit for bit."""
+    import torch
+    zones = [(b, name, k, g.view(-1).view(torch.uint8)) for b in bufs for name, gs in b["guards"].items()
+             for k, g in enumerate(gs)]
+    random, nan = [], []
+    for b in bufs:
+        for t in list(b["outputs"].values()) + [b["workspace"]]:
+            if t.numel():
+                (nan if t.dtype.is_floating_point else random).append(t)
+    dst = [z[3] for z in zones] + [t.view(-1).view(torch.uint8) for t in random]
+    total = sum(d.numel() for d in dst)
+    if total:
+        block = random_bytes(min(total, POISON_BLOCK), dst[0].device)
+        size, at = block.numel(), int.from_bytes(os.urandom(4), "little") % block.numel()
+        small, src = [], []
+        for d in dst:
+            n = d.numel()
+            if n <= size:
+                at = 0 if at + n > size else at
+                small.append(d)
+                src.append(block[at:at + n])
+                at += n
+            else:                                   # tiled: whole copies of the block, then its head
+                m = n // size
+                d[:m * size].view(m, size).copy_(block.expand(m, size))
+                if n > m * size:
+                    d[m * size:].copy_(block[:n - m * size])
+        if small:
+            torch._foreach_copy_(small, src)
+        for (b, name, k, _), expect in zip(zones, src):   # guards come first, and none outgrows the block
+            b["expected"][(name, k)] = expect
+    for t in nan:
+        t.fill_(float("nan"))
+
+
+def overruns_all(bufs: list[dict]) -> list[list[str]]:
+    """`overruns` of each of `bufs`, in one comparison of all their guard zones when none was touched."""
+    import torch
+    zones = [(g.view(-1).view(torch.uint8), b["expected"][(name, k)]) for b in bufs
+             for name, gs in b["guards"].items() for k, g in enumerate(gs)]
+    if not zones or torch.equal(torch.cat([z for z, _ in zones]), torch.cat([e for _, e in zones])):
+        return [[] for _ in bufs]
+    return [overruns(b) for b in bufs]
+
+
+def _page_ended(elements: int, dtype) -> "torch.Tensor":
+    """A CPU tensor of `elements` whose last byte is followed by a PROT_NONE page."""
+    import ctypes
+    import mmap
+    import torch
+    item = torch.empty(0, dtype=dtype).element_size()
+    size, page = elements * item, mmap.PAGESIZE
+    span = -(-size // page) * page
+    region = mmap.mmap(-1, span + page, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mprotect(ctypes.c_void_p(base + span), ctypes.c_size_t(page), 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
+    whole = torch.frombuffer(region, dtype=torch.uint8, count=span, offset=0)   # holds a reference to region
+    return whole[span - size:].view(dtype)
+
+
+def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
+    """Every buffer sits between two guard zones (`poison_all` fills them with fresh random bytes before
+    each call; `overruns` compares them bit for bit). With `edge` (the third correctness call's set):
+    outputs start one element past an aligned address (the contract promises element alignment only),
+    the workspace `WORKSPACE_ALIGN` bytes past one (it promises the untyped workspace 16-byte alignment,
+    enough for any scalar or 16-byte vector a kernel keeps there), and both guards stay; on the CPU every
+    input instead ends against an inaccessible page, so reading one element past its end faults (a crash verdict), and its base is wherever that
+    puts it. On the GPU the caching allocator owns page placement: inputs are skewed like outputs."""
+    import torch
+    t, guards = task, {}
+
+    def mk(name: str, shape: tuple, dtype, role: str) -> "torch.Tensor":
+        n = math.prod(shape)
+        if edge and role == "input" and device == "cpu":
+            flat = _page_ended(GUARD + n, dtype)
+            guards[name] = [flat[:GUARD]]
+            return flat[GUARD:].view(shape)
+        skew = (WORKSPACE_ALIGN if role == "workspace" else 1) if edge else 0
+        flat = torch.empty(GUARD + skew + n + GUARD, dtype=dtype, device=device)
+        guards[name] = [flat[:GUARD + skew], flat[GUARD + skew + n:]]
+        return flat[GUARD + skew:GUARD + skew + n].view(shape)
+    dt = lambda s: getattr(torch, s.dtype)  # noqa: E731
+    return {"inputs": {s.name: mk(s.name, t.shape(s, sizes), dt(s), "input") for s in t.inputs},
+            "outputs": {s.name: mk(s.name, t.shape(s, sizes), dt(s), "output") for s in t.outputs},
+            "workspace": mk("workspace", (t.workspace(sizes),), torch.uint8, "workspace"), "guards": guards,
+            "expected": {}, "layout": "edge" if edge else "aligned"}
+
+
+def overruns(buf: dict) -> list[str]:
+    """Buffers whose guard zones (before or after) no longer hold the exact bytes written before the call."""
+    import torch
+    bad = []
+    for name, zones in buf["guards"].items():
+        for k, g in enumerate(zones):
+            if not torch.equal(g.view(torch.uint8), buf["expected"][(name, k)]):
+                bad.append(f"{name} ({'before its start' if k == 0 else 'past its end'})")
+    return bad
