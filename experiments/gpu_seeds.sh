@@ -4,6 +4,8 @@
 # µs, memory-floor µs, fraction of the floor, speedups. Run on the GPU host from the repository root:
 #   bash experiments/gpu_seeds.sh                                   # every task, every cuda seed
 #   TASKS="layernorm_fwd layernorm_bwd" SEEDS="cuda_split.cu cuda_fast.cu" PAR=3 bash experiments/gpu_seeds.sh
+#   ONLY="layernorm_bwd/cuda_fast.cu rmsnorm_bwd/cuda.cu" bash experiments/gpu_seeds.sh     # just these
+# Every task's cuda.cu goes first, then the other seeds, so that a BUDGET_S cut leaves the plain seeds judged.
 # PAR judgements run side by side (default 1): builds, torch.compile and references overlap, while the device
 # lock (kevolve/judge/gpu_lock.py) keeps every timing phase alone on the GPU, so the times are those of a GPU
 # with nothing else on it. EVAL_S caps one evaluation (default 240 s); BUDGET_S stops starting new ones after
@@ -14,14 +16,18 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 out=${OUT:-/tmp/kevolve-out}; mkdir -p "$out/seeds"
 tasks=${TASKS:-$(ls tasks)}
 start=$(date +%s)
-jobs=()
-for t in $tasks; do
-  seeds=$(python3 -c "from kevolve.task import load_task; print(' '.join(p.name for p in load_task('$t').seed_paths('cuda')))")
-  for s in $seeds; do
-    if [ -n "${SEEDS:-}" ] && ! [[ " $SEEDS " == *" $s "* ]]; then continue; fi
-    jobs+=("$t $s")
-  done
-done
+jobs=(); later=()
+while read -r t s; do                  # one Python for the whole list: each task's CUDA seeds
+  if [ -n "${SEEDS:-}" ] && ! [[ " $SEEDS " == *" $s "* ]]; then continue; fi
+  if [ -n "${ONLY:-}" ] && ! [[ " $ONLY " == *" $t/$s "* ]]; then continue; fi
+  if [ "$s" = cuda.cu ]; then jobs+=("$t $s"); else later+=("$t $s"); fi
+done < <(python3 -c "
+import sys
+from kevolve.task import load_task
+for t in sys.argv[1:]:
+    for p in load_task(t).seed_paths('cuda'):
+        print(t, p.name)" $tasks)
+jobs+=("${later[@]}")                  # every task's plain seed first, then the rest
 one() {
   local t=$1 s=$2 log="$out/seeds/${1}__${2%.cu}.txt"
   if [ -n "${BUDGET_S:-}" ] && [ $(( $(date +%s) - start )) -gt "$BUDGET_S" ]; then echo "$t $s skipped (budget)"; return; fi

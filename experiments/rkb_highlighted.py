@@ -2,7 +2,7 @@
 
     python experiments/rkb_highlighted.py export [--mirror DIR] [--out .rkb]     # here: needs the mirror
     python experiments/rkb_highlighted.py build [--kernels .rkb] [--jobs 4]       # rules + torch-extension build
-    python experiments/rkb_highlighted.py run [--kernels .rkb] [--shapes bench] [--only NAME,...] [--timeout 600]
+    python experiments/rkb_highlighted.py run [--kernels .rkb] [--shapes bench] [--only NAME,...] [--timeout 600] [--jobs 3]
 
 `export` writes every `highlighted/<task>/<direction>/kernel.cu` of a robust-kbench checkout (a bare git
 directory is fine) and its `results.csv` into an ignored folder (default `.rkb/`), so a host without network
@@ -145,26 +145,30 @@ def loads(result: dict) -> str:
     return "yes"
 
 
-def run(folder: Path, shapes: str, only: set[str], timeout: float) -> None:
+def run(folder: Path, shapes: str, only: set[str], timeout: float, jobs: int = 1) -> None:
+    """Judges every kernel, `jobs` evaluations side by side (kevolve's device lock keeps each timing phase
+    alone on the GPU); rows print in the kernels' order as they finish."""
     from kevolve.report.tables import table
     tasks, theirs = our_tasks(), reported(folder)
-    rows = []
-    for rkb, direction, path in kernels(folder):
-        name = f"{rkb}/{direction}"
-        task = tasks.get((rkb, direction))
-        if only and name not in only and (task or "") not in only:
-            continue
+    picked = [(rkb, direction, path, tasks.get((rkb, direction))) for rkb, direction, path in kernels(folder)]
+    picked = [p for p in picked if not only or f"{p[0]}/{p[1]}" in only or (p[3] or "") in only]
+
+    def one(item) -> list[str]:
+        rkb, direction, path, task = item
+        name, theirs_x = f"{rkb}/{direction}", theirs.get((rkb, direction), "-")
         if task is None:
-            rows.append([name, "no task yet", "-", "-", "", "-", theirs.get((rkb, direction), "-")])
+            row = [name, "no task yet", "-", "-", "", "-", theirs_x]
         else:
             start = time.perf_counter()
             r = evaluate(task, path, shapes, timeout)
             speed = r.get("speedup")
-            rows.append([name, task, loads(r), "yes" if r.get("correct") else "no",
-                         " ".join((r.get("failure") or "").split())[:160],
-                         f"{speed:.2f}x" if r.get("correct") and speed else "-", theirs.get((rkb, direction), "-")])
-            rows[-1][4] += f" ({time.perf_counter() - start:.0f} s)"
-        print(" | ".join(rows[-1]), flush=True)
+            row = [name, task, loads(r), "yes" if r.get("correct") else "no",
+                   " ".join((r.get("failure") or "").split())[:160] + f" ({time.perf_counter() - start:.0f} s)",
+                   f"{speed:.2f}x" if r.get("correct") and speed else "-", theirs_x]
+        print(" | ".join(row), flush=True)
+        return row
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        rows = list(pool.map(one, picked))
     print(table(rows, ["kernel", "task", "loads?", "correct?", "failure (seconds)", f"speedup ({shapes})",
                        "rkb vs compile"]))
 
@@ -188,7 +192,7 @@ def main() -> None:
         results = build_all(folder, args.jobs)
         print(f"{sum(ok for ok, _ in results.values())} of {len(results)} kernels pass the rules and build")
     else:
-        run(folder, args.shapes, {s for s in args.only.split(",") if s}, args.timeout)
+        run(folder, args.shapes, {s for s in args.only.split(",") if s}, args.timeout, args.jobs)
 
 
 if __name__ == "__main__":

@@ -199,6 +199,8 @@ class Session:
     def _cuda_round(self, order: list[str], hollow: set = frozenset()) -> dict:
         clock, times = self.clock, {}
         null = self.graphs.get("_null")
+        if null is not None:       # an untimed wake first: the null is every contender's base, and the round's
+            clock.replay(null)     # first replay, after the host's work, may run slow (experiments/clock_position.py)
         times["_null_graph"] = [clock.replay(null)] if null is not None else []
         times["_null_queued"] = [clock.queued(lambda: None)]
         times["_null_synced"] = [clock.synced(lambda: None)]

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One device call for issues 9 and 13, from the repository root after `source .devdeps/install.sh` (carry .rkb):
+#   1. alone on the GPU: the empty graph's place in a round (experiments/clock_position.py) for layernorm_fwd's
+#      cuda_rows.cu on every bench shape and layernorm_bwd's cuda_split.cu on three, then bench_clock and the
+#      judge (`python -m kevolve.evaluate`) on cuda_rows.cu, for the judge-against-bench_clock comparison;
+#      meanwhile robust-kbench's highlighted kernels build (CPU only);
+#   2. side by side, under kevolve's device lock: every task's CUDA seeds on bench (experiments/gpu_seeds.sh,
+#      PAR=2, plain seeds first; ONLY= picks) and the highlighted kernels judged (RKB=0 skips them).
+# Step 2 stops starting judgements at END_S - 200 s and ends by END_S (default 585). Everything goes to
+# $OUT/logs.tgz; a summary prints last.
+set -o pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+export KEVOLVE_CACHE_RKB=${KEVOLVE_CACHE_RKB:-/root/rkbcache}
+out=${OUT:-/tmp/kevolve-out}; mkdir -p "$out"; res=$(mktemp -d); end=${END_S:-585}
+t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+if [ "${RKB:-1}" = 1 ]; then
+  (KEVOLVE_CACHE=$KEVOLVE_CACHE_RKB STEPS=build JOBS=4 OUT=$res bash experiments/rkb_highlighted.sh > $res/rkb_build.log 2>&1
+   echo "rkb build done at $(el) s") &
+  rb=$!
+fi
+if [ "${CLOCK:-1}" = 1 ]; then
+  timeout 110 python3 experiments/clock_position.py --task layernorm_fwd --kernel tasks/layernorm_fwd/seeds/cuda_rows.cu \
+    --configs 11 --samples 20 --out $res/clock_position_fwd.txt > $res/cp_fwd.log 2>&1; echo "clock_position fwd: exit $? at $(el) s"
+  timeout 50 python3 experiments/clock_position.py --task layernorm_bwd --kernel tasks/layernorm_bwd/seeds/cuda_split.cu \
+    --configs 3 --samples 20 --out $res/clock_position_bwd.txt > $res/cp_bwd.log 2>&1; echo "clock_position bwd: exit $? at $(el) s"
+  timeout 70 python3 experiments/bench_clock.py --task layernorm_fwd --kernel tasks/layernorm_fwd/seeds/cuda_rows.cu \
+    --shapes bench --out $res/bench_clock_rows.txt > $res/bench_clock.log 2>&1; echo "bench_clock: exit $? at $(el) s"
+  KEVOLVE_TRACE=1 timeout 120 python3 -m kevolve.evaluate task=layernorm_fwd kernel=tasks/layernorm_fwd/seeds/cuda_rows.cu \
+    shapes=bench > $res/eval_rows.txt 2> $res/eval_rows.trace; echo "evaluate cuda_rows: exit $? at $(el) s"
+fi
+[ -n "${rb:-}" ] && wait $rb
+(OUT=$res/s PAR=${PAR:-2} EVAL_S=200 BUDGET_S=$(( end - 200 - $(el) )) timeout $(( end - $(el) )) bash experiments/gpu_seeds.sh \
+   > $res/seeds.log 2>&1; echo "seeds done at $(el) s") &
+sd=$!
+if [ "${RKB:-1}" = 1 ]; then
+  KEVOLVE_CACHE=$KEVOLVE_CACHE_RKB STEPS=run RUN_JOBS=1 PER_KERNEL_S=150 OUT=$res timeout $(( end - 5 - $(el) )) \
+    bash experiments/rkb_highlighted.sh > $res/rkb_run.log 2>&1; echo "rkb run: exit $? at $(el) s"
+fi
+wait $sd
+tar -C $res -czf $out/logs.tgz .
+echo "== clock"; cat $res/clock_position_*.txt 2>/dev/null | cut -c1-420
+grep -E "geomean|^B=1,\(1,256" $res/bench_clock_rows.txt 2>/dev/null
+grep -E "1,256,256\)/|^correct|^rejected" $res/eval_rows.txt 2>/dev/null | head -10 | cut -c1-200
+echo "== rkb"; grep " | " $res/rkb_run.log 2>/dev/null | cut -c1-250
+echo "== seeds"; grep -E "exit=|skipped" $res/seeds.log | cut -c1-220
