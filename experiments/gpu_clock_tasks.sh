@@ -6,6 +6,7 @@
 #      meanwhile robust-kbench's highlighted kernels build (CPU only);
 #   2. side by side, under kevolve's device lock: every task's CUDA seeds on bench (experiments/gpu_seeds.sh,
 #      PAR=2, plain seeds first; ONLY= picks) and the highlighted kernels judged (RKB=0 skips them).
+# TESTS="test files" [TESTS_K="-k expression"]: gpu tests run beside both steps. RKB_ONLY= picks highlighted kernels.
 # Step 2 stops starting judgements at END_S - 200 s and ends by END_S (default 585). Everything goes to
 # $OUT/logs.tgz; a summary prints last.
 set -o pipefail
@@ -14,6 +15,11 @@ export KEVOLVE_CACHE_RKB=${KEVOLVE_CACHE_RKB:-/root/rkbcache}
 out=${OUT:-/tmp/kevolve-out}; mkdir -p "$out"; res=$(mktemp -d); end=${END_S:-585}
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+if [ -n "${TESTS:-}" ]; then          # gpu tests beside everything else (they judge under the device lock too)
+  (timeout $(( end - 10 )) python3 -m pytest -q -m gpu -rA -p no:cacheprovider $TESTS ${TESTS_K:+-k "$TESTS_K"} > $res/tests.txt 2>&1
+   echo "tests: exit $? at $(el) s: $(grep -E '(passed|failed|error)' $res/tests.txt | tail -1)") &
+  ts=$!
+fi
 if [ "${RKB:-1}" = 1 ]; then
   (KEVOLVE_CACHE=$KEVOLVE_CACHE_RKB STEPS=build JOBS=4 OUT=$res bash experiments/rkb_highlighted.sh > $res/rkb_build.log 2>&1
    echo "rkb build done at $(el) s") &
@@ -34,13 +40,15 @@ fi
    > $res/seeds.log 2>&1; echo "seeds done at $(el) s") &
 sd=$!
 if [ "${RKB:-1}" = 1 ]; then
-  KEVOLVE_CACHE=$KEVOLVE_CACHE_RKB STEPS=run RUN_JOBS=1 PER_KERNEL_S=150 OUT=$res timeout $(( end - 5 - $(el) )) \
+  KEVOLVE_CACHE=$KEVOLVE_CACHE_RKB STEPS=run RUN_JOBS=${RKB_JOBS:-1} PER_KERNEL_S=${RKB_S:-150} ONLY=${RKB_ONLY:-} OUT=$res timeout $(( end - 5 - $(el) )) \
     bash experiments/rkb_highlighted.sh > $res/rkb_run.log 2>&1; echo "rkb run: exit $? at $(el) s"
 fi
 wait $sd
+[ -n "${ts:-}" ] && wait $ts
 tar -C $res -czf $out/logs.tgz .
 echo "== clock"; cat $res/clock_position_*.txt 2>/dev/null | cut -c1-420
 grep -E "geomean|^B=1,\(1,256" $res/bench_clock_rows.txt 2>/dev/null
 grep -E "1,256,256\)/|^correct|^rejected" $res/eval_rows.txt 2>/dev/null | head -10 | cut -c1-200
 echo "== rkb"; grep " | " $res/rkb_run.log 2>/dev/null | cut -c1-250
+echo "== tests"; grep -E "^(PASSED|FAILED|ERROR)" $res/tests.txt 2>/dev/null | cut -c1-200
 echo "== seeds"; grep -E "exit=|skipped" $res/seeds.log | cut -c1-220

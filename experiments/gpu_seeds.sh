@@ -9,7 +9,7 @@
 # PAR judgements run side by side (default 1): builds, torch.compile and references overlap, while the device
 # lock (kevolve/judge/gpu_lock.py) keeps every timing phase alone on the GPU, so the times are those of a GPU
 # with nothing else on it. EVAL_S caps one evaluation (default 240 s); BUDGET_S stops starting new ones after
-# that many seconds (default: none). Logs (one per task and seed; stderr with the KEVOLVE_TRACE phases beside
+# that many seconds (default: none); REPS sets evaluate's reps (default: its own). Logs (one per task and seed; stderr with the KEVOLVE_TRACE phases beside
 # each as .trace) and the table under $OUT.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -32,7 +32,7 @@ one() {
   local t=$1 s=$2 log="$out/seeds/${1}__${2%.cu}.txt"
   if [ -n "${BUDGET_S:-}" ] && [ $(( $(date +%s) - start )) -gt "$BUDGET_S" ]; then echo "$t $s skipped (budget)"; return; fi
   local t0=$(date +%s)
-  KEVOLVE_TRACE=1 timeout ${EVAL_S:-240} python3 -m kevolve.evaluate task=$t kernel=tasks/$t/seeds/$s shapes=bench > "$log" 2> "${log%.txt}.trace"
+  KEVOLVE_TRACE=1 timeout ${EVAL_S:-240} python3 -m kevolve.evaluate task=$t kernel=tasks/$t/seeds/$s shapes=bench ${REPS:+reps=$REPS} > "$log" 2> "${log%.txt}.trace"
   echo "$t $s exit=$? $(( $(date +%s) - t0 ))s $(tail -1 "$log" | cut -c1-160)"
 }
 export -f one; export out start

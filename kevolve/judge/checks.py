@@ -88,7 +88,7 @@ class Checker:
                                            worst_abs, worst_rel, failure=why)
             if "error" in reply:
                 worker.kill()          # a CUDA error poisons the context: never reuse this worker
-                return fail(f"crash: {reply['error']}")
+                return fail(f"crash: {reply['error']}{EDGE_CALL if new_buffers else ''}")
             with self.clock("reference", f"inputs {cfg.id} #{variant}"):
                 drawn = self.task.make_inputs(cfg, self.device, variant)
             mine, expected = self.reference(cfg, variant, drawn)
@@ -196,6 +196,8 @@ class Checker:
                 f"expected {float(ref.reshape(-1)[flat]):.6g} ({call})", worst_abs, worst_rel)
 
 
+EDGE_CALL = (" (on the third call, whose buffers start one element past an aligned address — the contract promises "
+             "element alignment only — and, on the CPU, whose inputs end against an inaccessible page)")
 _CALLS = {0: "first call", 1: "second call, same buffers, new inputs", 2: "third call, new buffers"}
 
 

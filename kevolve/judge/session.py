@@ -122,9 +122,11 @@ class Session:
     def upload(self) -> dict:
         """Replays every captured graph once, untimed and unchecked: a graph's first replay uploads it to the
         device, and costs more than the rest. Sent by the evaluator once it has checked the warm-up's outputs,
-        so this replay (on the warm-up's inputs, over outputs the next round poisons) hides nothing."""
+        so this replay (on the warm-up's inputs, copied into the sets past them: `_fill_rest`, over outputs the
+        next round poisons) hides nothing."""
         self.seconds = {}
         with self._span("upload"):
+            self._fill_rest()
             for graph in self.graphs.values():
                 graph.replay()
             self.w._sync()
@@ -253,6 +255,15 @@ class Session:
         for slot, v in zip(self.slots, variants):
             for name, t in self.w.task.make_inputs(self.cfg, self.w.device, v).items():
                 slot["inputs"][name].copy_(t)
+
+    def _fill_rest(self) -> None:
+        """Input sets past the warm-up's (which filled `WARMUP_SETS` of them) get copies of those, so that a
+        replay over every set reads valid inputs (a class label in range, an index within its tensor) before
+        the first round fills them all."""
+        filled = len(getattr(self, "variants", ())) or 1
+        for k, slot in enumerate(self.slots[filled:]):
+            for name, t in slot["inputs"].items():
+                t.copy_(self.slots[k % filled]["inputs"][name])
 
     def _poison(self) -> None:
         """Outputs NaN, workspace random, guard zones re-armed with fresh bytes, before every round (in one

@@ -72,12 +72,12 @@ class CudaClock:
         self.events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
 
     def capture(self, call: Callable[[int], None], n: int):
-        """A CUDA graph of n × (flush, call(i)), captured on torch's capture stream (a C-ABI kernel must take
-        `torch.cuda.current_stream()` at call time). Raises whatever capture raises."""
+        """A CUDA graph of n × (flush, call(i)), captured on a blocking stream (`capture_stream`; a C-ABI kernel
+        must take `torch.cuda.current_stream()` at call time). Raises whatever capture raises."""
         torch = self.torch
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, stream=capture_stream()):
                 for i in range(n):
                     self.flush.zero_()
                     call(i)
@@ -112,6 +112,33 @@ class CudaClock:
         after.record()
         after.synchronize()
         return start.elapsed_time(end), start.elapsed_time(after)
+
+
+_CAPTURE: list = []
+
+
+def capture_stream():
+    """The stream graphs are captured on: one created blocking (driver API, flags 0), unlike torch's pool
+    streams. A launch on the legacy default stream — `kernel<<<grid, block>>>` in a torch extension, as
+    robust-kbench's kernels write it — then depends implicitly on the capturing stream, which CUDA refuses
+    (cudaErrorStreamCaptureImplicit): the capture fails and the call is timed queued, on the stream it
+    really uses. On torch's non-blocking capture stream the same launch would run once, eagerly, during
+    capture and be missing from the graph, so every replay would leave its outputs stale. None (torch's own
+    capture stream) where the driver library cannot be reached."""
+    if not _CAPTURE:
+        import ctypes
+
+        import torch
+        stream = None
+        try:
+            torch.cuda.current_stream().synchronize()          # torch's context is current on this thread
+            handle = ctypes.c_void_p()
+            if ctypes.CDLL("libcuda.so.1").cuStreamCreate(ctypes.byref(handle), ctypes.c_uint(0)) == 0:
+                stream = torch.cuda.ExternalStream(handle.value)
+        except (OSError, AttributeError):
+            pass
+        _CAPTURE.append(stream)
+    return _CAPTURE[0]
 
 
 class CpuClock:

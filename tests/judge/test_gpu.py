@@ -187,6 +187,31 @@ TORCH_TIMED = Options(target="cuda", abi="torch", shapes="small", baselines=("ea
                       timeout=120)
 
 
+def test_torch_extension_on_the_default_stream_is_timed_queued(layernorm, torch_cuda_home):
+    """robust-kbench's kernels launch with `<<<grid, block>>>`, on the legacy default stream. Graphs are
+    captured on a blocking stream, so such a launch fails the capture (rather than running once, eagerly,
+    outside the graph, which left every replay's outputs stale): the kernel is timed queued, says so, and every
+    timed call is correct."""
+    options = Options(**{**TORCH_TIMED.__dict__, "time_inits": "first"})
+    ev = evaluate(layernorm, kernel("rkb_layernorm_fwd.cu"), options)
+    assert ev.correct, ev.failure
+    timed = [m for m in ev.measurements if m.kernel is not None]
+    assert timed and all(m.clock["kernel"] == "queued" and m.clock["eager"] == "graph" for m in timed), \
+        [m.clock for m in timed]
+    assert all("not capturable" in (m.failure or "") for m in timed)
+
+
+def test_class_labels_are_valid_in_every_replay():
+    """A task with integer inputs (class labels) timed on the graph clock: the graphs' first, untimed replay
+    runs over every input set, so the sets the warm-up did not fill hold valid labels too (they once held
+    whatever the allocator left: an illegal address in the seed, a device-side assert in torch's baseline)."""
+    task = load_task("cross_entropy_fwd")
+    ev = evaluate(task, task.seed_path("cuda").read_text(),
+                  Options(target="cuda", shapes="small", reps=20, budget_s=0.2, timeout=120, time_inits="first"))
+    assert ev.correct, ev.failure
+    assert all(m.clock.get("kernel") == "graph" for m in ev.measurements if m.kernel is not None)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in list_tasks() if "torch-cuda" in load_task(n).seeds])
 def test_torch_abi_seed_is_correct_on_every_timed_call(name, torch_cuda_home):
