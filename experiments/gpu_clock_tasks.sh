@@ -5,7 +5,8 @@
 #      judge (`python -m kevolve.evaluate`) on cuda_rows.cu, for the judge-against-bench_clock comparison;
 #      meanwhile robust-kbench's highlighted kernels build (CPU only);
 #   2. side by side, under kevolve's device lock: every task's CUDA seeds on bench (experiments/gpu_seeds.sh,
-#      PAR=2, plain seeds first; ONLY= picks) and the highlighted kernels judged (RKB=0 skips them).
+#      PAR=2, plain seeds first; ONLY= picks; more than 3 judgements at once can run a bench shape out of
+#      memory) and, once built, the highlighted kernels judged (RKB=0 skips them).
 # TESTS="test files" [TESTS_K="-k expression"]: gpu tests run beside both steps. RKB_ONLY= picks highlighted kernels.
 # Step 2 stops starting judgements at END_S - 200 s and ends by END_S (default 585). Everything goes to
 # $OUT/logs.tgz; a summary prints last.
@@ -35,11 +36,11 @@ if [ "${CLOCK:-1}" = 1 ]; then
   KEVOLVE_TRACE=1 timeout 120 python3 -m kevolve.evaluate task=layernorm_fwd kernel=tasks/layernorm_fwd/seeds/cuda_rows.cu \
     shapes=bench > $res/eval_rows.txt 2> $res/eval_rows.trace; echo "evaluate cuda_rows: exit $? at $(el) s"
 fi
-[ -n "${rb:-}" ] && wait $rb
 (OUT=$res/s PAR=${PAR:-2} EVAL_S=200 BUDGET_S=$(( end - 200 - $(el) )) timeout $(( end - $(el) )) bash experiments/gpu_seeds.sh \
    > $res/seeds.log 2>&1; echo "seeds done at $(el) s") &
 sd=$!
 if [ "${RKB:-1}" = 1 ]; then
+  wait $rb                            # the seeds start at once; the highlighted kernels once they are built
   KEVOLVE_CACHE=$KEVOLVE_CACHE_RKB STEPS=run RUN_JOBS=${RKB_JOBS:-1} PER_KERNEL_S=${RKB_S:-150} ONLY=${RKB_ONLY:-} OUT=$res timeout $(( end - 5 - $(el) )) \
     bash experiments/rkb_highlighted.sh > $res/rkb_run.log 2>&1; echo "rkb run: exit $? at $(el) s"
 fi

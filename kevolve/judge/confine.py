@@ -21,9 +21,12 @@
   check (`judge.symbols`) is what keeps a kernel from creating its own;
 - rlimits on the cpu target: address space, CPU seconds, file size, no core files.
 
-Not denied: fork and exec. torch.compile (the baseline the clock times in this same process) runs the
-C++ compiler and its own worker processes; a process the kernel starts inherits every layer above (seccomp
-and Landlock cannot be shed, capabilities are gone, it cannot leave the process group) and dies with it.
+Not denied by this first filter: fork and exec, which torch.compile (the baseline the clock times in this
+same process) needs to run the C++ compiler, ptxas and its own worker processes. `seal()` denies both once
+the baselines are compiled and before the kernel is loaded — dlopen's initialisers and a torch extension's
+module init are the kernel's first code — so no process the kernel could start ever exists. Where the seal
+is missing, a process the kernel starts inherits every layer above (seccomp and Landlock cannot be shed,
+capabilities are gone, it cannot leave the process group) and dies with it.
 On a machine that denies a layer (no Landlock, seccomp disabled, not x86-64) the rest still apply, the
 report says which one is missing, and the static rules and the symbol check remain; without Landlock,
 files the user can write are writable by a kernel that reaches libc by address arithmetic, and a sibling
@@ -168,13 +171,7 @@ LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 def _seccomp() -> str:
     if platform.machine() != "x86_64" or sys.byteorder != "little":
         raise OSError(errno.ENOSYS, f"the seccomp filter is written for x86-64, not {platform.machine()}")
-    pid = os.getpid()
-    prog = _filter(pid)
-    buf = b"".join(struct.pack("<HBBI", *ins) for ins in prog)
-    cbuf = ctypes.create_string_buffer(buf)
-    fprog = struct.pack("<HxxxxxxQ", len(prog), ctypes.addressof(cbuf))
-    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+    _install(_filter(os.getpid()))
     return "filter installed (x86-64)"
 
 
@@ -203,6 +200,40 @@ def _filter(pid: int) -> list[tuple[int, int, int, int]]:
               (RET_K, 0, 0, RET_ALLOW)]
     p.append((RET_K, 0, 0, RET_ALLOW))
     return p
+
+
+FORK, VFORK, EXECVE, EXECVEAT = 57, 58, 59, 322
+CLONE_THREAD = 0x00010000
+
+
+def seal() -> str:
+    """The second, last seccomp filter, applied once the worker's own processes are done with (torch.compile's
+    compiler runs and its compile workers) and before the kernel's code first runs (`Worker.seal`): no exec, no
+    fork or vfork, no clone without CLONE_THREAD — so no new process at all, by any spelling; threads (the
+    OpenMP and CUDA runtimes' own) stay allowed. Filters stack: the first filter's rules still hold, and
+    neither can be removed. Raises OSError where seccomp is unavailable (the caller reports it)."""
+    if platform.machine() != "x86_64" or sys.byteorder != "little":
+        raise OSError(errno.ENOSYS, f"the seccomp filter is written for x86-64, not {platform.machine()}")
+    eperm = RET_ERRNO | errno.EPERM
+    prog: list[tuple[int, int, int, int]] = [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+                                             (RET_K, 0, 0, RET_KILL), (LD_W_ABS, 0, 0, 0),
+                                             (JGE_K, 0, 1, 0x40000000), (RET_K, 0, 0, eperm)]
+    for nr in (FORK, VFORK, EXECVE, EXECVEAT):
+        prog += [(JEQ_K, 0, 1, nr), (RET_K, 0, 0, eperm)]
+    # clone(flags): a thread (CLONE_THREAD) or nothing
+    prog += [(JEQ_K, 0, 4, CLONE), (LD_W_ABS, 0, 0, 16), (JSET_K, 1, 0, CLONE_THREAD), (RET_K, 0, 0, eperm),
+             (RET_K, 0, 0, RET_ALLOW)]
+    prog.append((RET_K, 0, 0, RET_ALLOW))
+    _install(prog)
+    return "no new processes (exec, fork, vfork, clone without CLONE_THREAD refused)"
+
+
+def _install(prog: list[tuple[int, int, int, int]]) -> None:
+    buf = b"".join(struct.pack("<HBBI", *ins) for ins in prog)
+    cbuf = ctypes.create_string_buffer(buf)
+    fprog = struct.pack("<HxxxxxxQ", len(prog), ctypes.addressof(cbuf))
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
 
 
 def _rlimits(limits: dict) -> dict:

@@ -68,18 +68,37 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
     if imports:                            # before any worker loads the library
         return Evaluation(**base, correct=False, stage="symbols", failure=imports,
                           eval_seconds=time.perf_counter() - start)
-    files = Path(tempfile.mkdtemp(prefix="kevolve-", dir=exchange.files_root()))
-    worker = reuse.worker() if reuse else WorkerProcess(options)
-    try:
-        ev = _judge(task, lib_path, options, module, reuse, fresh_baselines, worker, files, start, configs, base)
-    finally:                               # the worker's whole process group ends with the judgement
-        ended = worker.close()
-        shutil.rmtree(files, ignore_errors=True)
-        if reuse:
-            reuse.start_spare()
+    for attempt in (1, 2):
+        files = Path(tempfile.mkdtemp(prefix="kevolve-", dir=exchange.files_root()))
+        worker = reuse.worker() if reuse else WorkerProcess(options)
+        try:
+            ev = _judge(task, lib_path, options, module, reuse, fresh_baselines, worker, files, start, configs, base)
+        finally:                           # the worker's whole process group ends with the judgement
+            ended = worker.close()
+            shutil.rmtree(files, ignore_errors=True)
+            if reuse:
+                reuse.start_spare()
+        if attempt == 1 and _out_of_device_memory(ev):
+            time.sleep(OOM_WAIT_S)         # memory other processes held (evaluators sharing the GPU): once more
+            continue
+        break
+    if attempt == 2:
+        ev = Evaluation(**{**ev.__dict__, "log": f"[judged twice: the first worker ran out of GPU memory]\n{ev.log}"})
     if ended and ev.correct:               # a death by signal at teardown is a crash, not a pass
         ev = Evaluation(**{**ev.__dict__, "correct": False, "stage": "teardown", "failure": f"crash: {ended}"})
     return ev
+
+
+OOM_WAIT_S = 5.0
+
+
+def _out_of_device_memory(ev: Evaluation) -> bool:
+    """A GPU judgement that failed because the device ran out of memory. Its buffers are the harness's, on a
+    GPU other evaluators may share (`resources.evaluators` above the GPU count; each keeps references
+    cached), so a correct kernel would be rejected for its neighbours' memory: `judge` runs it once more in a
+    fresh worker. A kernel that itself needs more memory than the device has fails both times. (torch raises
+    OutOfMemoryError for device allocations; the CPU target's limits are the worker's own rlimits.)"""
+    return not ev.correct and ev.stage in ("correctness", "timing") and "OutOfMemoryError" in (ev.failure or "")
 
 
 def _judge(task: Task, lib_path: str, options: Options, module: str | None, reuse: Reuse | None,
@@ -101,8 +120,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             with clock("load"):
                 info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_path, abi=options.abi,
                                    target=options.target, module=module, exchange=str(files),
-                                   threads=options.threads)
-        except WorkerDied as e:            # a crash or hang while the library loads (static initialisers)
+                                   threads=options.threads, load=False)
+        except WorkerDied as e:
             info = {"error": f"{e.kind}: {e.detail}"}
         if reuse and (info.get("confinement") or {}).get("landlock"):
             reuse.start_spare()            # a Landlocked kernel cannot reach it; otherwise after this worker ends
@@ -114,6 +133,20 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
             worker.call("set_exchange", 60, ipc=ipc)
             clock.gpu = _device_lock(info)
+        plan = _baseline_plan(configs, options, reuse.baselines if reuse and not fresh_baselines else None)
+        for i, p in sorted(plan.items()):  # torch.compile's compilers run now, before the kernel's code can
+            if p["wanted"]:                # (the seal below refuses every new process after this)
+                with clock("baselines"):
+                    p["notes"] = worker.call("prepare", 600 + options.timeout, config=i,
+                                             baselines=list(p["wanted"])).get("notes", {})
+        worker.call("seal", 60)
+        try:
+            with clock("load"):
+                loaded = worker.call("load", options.timeout + 60)
+        except WorkerDied as e:            # a crash or hang while the library loads (static initialisers)
+            loaded = {"error": f"{e.kind}: {e.detail}"}
+        if "error" in loaded:
+            return verdict("load", f"load error: {loaded['error']}")
         checker = Checker(task, options, clock, reuse.references if reuse else None)
         for i, cfg in enumerate(bar(configs, "checking")):
             m = checker.check_config(worker, i, cfg)
@@ -125,7 +158,7 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         if options.time_kernel:
             known = reuse.baselines if reuse and not fresh_baselines else None
             done, wrong, baselines_reused, ci = _time_all(worker, task, configs, measurements, options, bandwidth,
-                                                          checker, clock, known)
+                                                          checker, clock, known, plan)
             if wrong is not None:
                 return verdict("timing", f"{wrong.config}: {wrong.failure}", done + [wrong])
             measurements, speedup_ci = done, ci
@@ -136,9 +169,22 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         return verdict(stage, f"{where}{e.kind}: {e.detail}")
 
 
+def _baseline_plan(configs, options: Options, known_baselines: BaselineTimes | None) -> dict[int, dict]:
+    """Per configuration to time: the baseline times this evaluator already has (`known`, reused) or the
+    baselines to time with the kernel (`wanted`, compiled by `prepare` before the kernel loads). Decided once,
+    before the seal, so no baseline needs compiling after it."""
+    if not options.time_kernel:
+        return {}
+    plan = {}
+    for i in _timed_configs(configs, options):
+        known = known_baselines.get(configs[i].id) if known_baselines is not None else None
+        plan[i] = {"known": known, "wanted": () if known else tuple(options.baselines), "notes": {}}
+    return plan
+
+
 def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Measurement], options: Options,
-              bandwidth: float, checker: Checker, clock: Phases, known_baselines: BaselineTimes | None
-              ) -> tuple[list[Measurement], Measurement | None, bool, tuple | None]:
+              bandwidth: float, checker: Checker, clock: Phases, known_baselines: BaselineTimes | None,
+              plan: dict[int, dict]) -> tuple[list[Measurement], Measurement | None, bool, tuple | None]:
     """Times one configuration per (shape, init) — per shape with time_inits="first" — the first seed's.
     Baselines timed recently by this evaluator (`known_baselines`) are reused, and only the kernel is timed.
     Every timed call of the kernel is checked (`judge.timed`); a time under 0.8× the memory floor is a
@@ -146,18 +192,12 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
     (a wrong timed call, an impossible time), whether baseline times were reused, and the speedup's 95%
     bootstrap interval."""
     out, reused, pairs = [], False, []
-    chosen = _timed_configs(configs, options)
-    for i, (cfg, m) in enumerate(bar(list(zip(configs, measurements)), "timing (baselines compile first)")):
-        if i not in chosen:
+    for i, (cfg, m) in enumerate(bar(list(zip(configs, measurements)), "timing")):
+        if i not in plan:
             out.append(m)
             continue
-        known = known_baselines.get(cfg.id) if known_baselines is not None else None
+        known, wanted, notes = plan[i]["known"], plan[i]["wanted"], plan[i]["notes"]
         reused = reused or known is not None
-        wanted = () if known else tuple(options.baselines)
-        notes = {}
-        if wanted:
-            with clock("baselines"):
-                notes = worker.call("prepare", 600 + options.timeout, config=i, baselines=list(wanted)).get("notes", {})
         floor_ms = task.floor(cfg.size_dict) / (bandwidth * 1e9) * 1e3 if bandwidth else None
         for attempt in (1, 2):                        # near the floor, or an outside-clock near miss: once more
             with clock("time"):
@@ -252,7 +292,10 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
     try:
         info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_a, abi=options.abi,
                            target=options.target, module=module_a, exchange=str(files), threads=options.threads,
-                           also=[lib_b])
+                           also=[lib_b], load=False)
+        if "error" not in info:
+            worker.call("seal", 60)        # no baselines to compile: sealed before either kernel's code runs
+            info = {**info, **worker.call("load", options.timeout + 60)}
         if "error" in info:
             return result(f"kernel a: load error: {info['error']}")
         device = info["device"]

@@ -6,11 +6,13 @@ it draws the inputs itself (from the task's seeded generators), calls the kernel
 (CUDA IPC handles to its buffers when the evaluator can open them, else files), and its inputs the same way
 after the call. The evaluator compares both, exactly for the inputs.
 
-Commands: `init` (load task and library; torch is imported before the first request, so a spare worker
-is ready), `set_configs`, `ipc_probe` / `set_exchange` (how outputs travel), `check` (one correctness
-call), `release` (free the correctness buffers), `prepare` (torch.compile the baselines), `load_other` (a
-second kernel, for paired comparison), `time_setup` / `time_round` / `time_end` (one configuration's timing
-session, `judge.session`: kernel and torch baselines interleaved, every kernel call checked), `exit`. Every answer is one JSON object; an exception becomes `{"error": ...}`.
+Commands: `init` (load the task, confine, and load the library unless told to wait; torch is imported before
+the first request, so a spare worker is ready), `set_configs`, `ipc_probe` / `set_exchange` (how outputs
+travel), `prepare` (torch.compile the baselines), `seal` (no new process from here on), `load` (the library),
+`check` (one correctness call), `release` (free the correctness buffers), `load_other` (a second kernel, for
+paired comparison), `time_setup` / `time_round` / `time_end` (one configuration's timing session,
+`judge.session`: kernel and torch baselines interleaved, every kernel call checked), `exit`. Every answer is
+one JSON object; an exception becomes `{"error": ...}`.
 A crash or hang kills only this process; the evaluator turns it into a verdict.
 """
 from __future__ import annotations
@@ -52,13 +54,13 @@ class Worker:
 
     # ------------------------------------------------------------------ commands
     def init(self, task_dir: str, lib: str, abi: str, target: str, module: str | None, exchange: str,
-             threads: int | None = None, also: list[str] | None = None) -> dict:
+             threads: int | None = None, also: list[str] | None = None, load: bool = True) -> dict:
         """Loads the task and the kernel `lib`, confined first; `also`: libraries loaded later by `load_other`
-        (`harness.compare`), which the confinement must let this process read."""
+        (`harness.compare`), which the confinement must let this process read. `load=False` leaves the kernel
+        for `load`, after `prepare` and `seal` (the harness's order: the kernel's code runs only sealed)."""
         import torch
-        from kevolve.task.spec import load_task
-        from kevolve.task.abi import CKernel, TorchKernel
         from kevolve.task.precision import set_strict_float32
+        from kevolve.task.spec import load_task
         set_strict_float32()                        # torch's baselines in IEEE float32, as the task filters compute them
         if threads:
             torch.set_num_threads(threads)
@@ -69,16 +71,42 @@ class Worker:
             torch.cuda.init()
             torch.empty(1, device="cuda")
         self.confinement = self._confine([lib, *(also or [])], target)
-        if abi == "c":
-            self.kernel = CKernel(lib, self.task, target)
-        else:
-            spec = importlib.util.spec_from_file_location(module, lib)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            self.kernel = TorchKernel(mod, self.task)
+        self.lib, self.module = lib, module
+        if load:
+            self.load()
         name = torch.cuda.get_device_name() if target == "cuda" else _cpu_name()
         uuid = str(torch.cuda.get_device_properties(0).uuid) if target == "cuda" else None
         return {"device": name, "bandwidth_gbs": self._bandwidth(), "uuid": uuid, "confinement": self.confinement}
+
+    def load(self) -> dict:
+        """Loads the kernel library named at `init`: the first moment any of its code can run (dlopen's
+        initialisers, a torch extension's module init)."""
+        self.kernel = self._load(self.lib, self.module)
+        return {}
+
+    def seal(self) -> dict:
+        """No new process from here on (`confine.seal`: exec, fork, vfork refused), once torch.compile is done
+        with its compilers and compile workers, which are shut down first (a kernel could feed them work
+        through their pipes). Replies with what holds, or why not."""
+        try:
+            from torch._inductor import async_compile
+            getattr(async_compile, "shutdown_compile_workers", lambda: None)()
+        except Exception:                           # noqa: BLE001 — no inductor, no workers to end
+            pass
+        from kevolve.judge import confine
+        try:
+            return {"seal": confine.seal()}
+        except OSError as e:
+            return {"seal": None, "missing": str(e)}
+
+    def _load(self, lib: str, module: str | None):
+        from kevolve.task.abi import CKernel, TorchKernel
+        if self.abi == "c":
+            return CKernel(lib, self.task, self.target)
+        spec = importlib.util.spec_from_file_location(module, lib)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return TorchKernel(mod, self.task)
 
     def _confine(self, libs: list[str], target: str) -> dict:
         """Confines this process (`judge.confine`) before the kernel loads: it may read the system, Python,
@@ -146,14 +174,7 @@ class Worker:
 
     def load_other(self, lib: str, module: str | None = None) -> dict:
         """Loads a second kernel, timed paired with the first by `harness.compare` (same checks)."""
-        from kevolve.task.abi import CKernel, TorchKernel
-        if self.abi == "c":
-            self.other = CKernel(lib, self.task, self.target)
-        else:
-            spec = importlib.util.spec_from_file_location(module, lib)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            self.other = TorchKernel(mod, self.task)
+        self.other = self._load(lib, module)
         return {}
 
     def time_setup(self, config: int, baselines: list[str], seed: int, calls: int, reps: int,

@@ -229,14 +229,33 @@ def test_confinement_stops_what_the_other_layers_miss(tiny, reuse):
     assert not probe_file.exists() and int(got["file"]) < 0, got
     assert int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0 and int(got["kill_evaluator"]) < 0, got
     assert int(got["workers_reached"]) == 0, got
+    # sealed before the kernel loaded: no new process by fork, raw clone or exec; threads still start
+    assert int(got["child"]) < 0 and int(got["raw_clone"]) < 0, got
+    assert int(got["exec"]) < 0 and int(got["exec_errno"]) == 1, got    # EPERM, not ENOENT: exec itself refused
+    assert int(got["thread"]) == 0, got
+    honest_next(tiny, reuse)                              # the spare it tried to reach judges correctly
+
+
+def test_without_the_seal_a_kernels_child_dies_with_the_judgement(tiny, monkeypatch):
+    """Where the seal is missing (no seccomp: `unsealed_worker.py` takes it away), a process the kernel starts
+    still cannot outlive the judgement: it cannot leave the process group, which the evaluator kills."""
+    from unsealed_worker import UnsealedWorker
+    from kevolve.judge import harness
+    monkeypatch.setattr(harness, "WorkerProcess", UnsealedWorker)
+    source = (HERE / "cpu" / "confine_probe.cpp").read_text()
+    built = builder.build(source.replace('#include "_libc.h"', (HERE / "cpu" / "_libc.h").read_text()), "cpu")
+    assert built.ok, built.error
+    ev = judge(tiny, built.lib_path, FAST)
+    got = dict(re.findall(r"PROBE (\w+)=(-?\d+)", ev.log))
+    assert ev.correct, ev.failure
+    assert int(got["exec_errno"]) == 2, got                # ENOENT: exec was attempted, nothing refused it
     assert int(got["setsid"]) < 0, got
     child = int(got["child"])
-    assert child > 0
+    assert child > 0, got
     deadline = time.monotonic() + 5
     while Path(f"/proc/{child}").exists() and _state(child) != "Z" and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(f"/proc/{child}").exists() or _state(child) == "Z", "the kernel's child outlived the judgement"
-    honest_next(tiny, reuse)                              # the spare it tried to reach judges correctly
 
 
 def _state(pid: int) -> str:

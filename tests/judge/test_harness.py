@@ -294,6 +294,28 @@ def test_task_loaded_by_relative_path(monkeypatch):
     assert ev.correct, ev.failure
 
 
+def test_out_of_device_memory_is_judged_again_in_a_fresh_worker(tiny, monkeypatch, tmp_path):
+    """A worker that runs out of device memory (a GPU shared with other evaluators, which hold it) does not
+    reject a correct kernel: the judgement runs once more in a fresh worker, and the log says so."""
+    from oom_worker import OomWorker
+    from kevolve.judge import harness
+    monkeypatch.setattr(harness, "OOM_WAIT_S", 0.0)
+    monkeypatch.setattr(harness, "WorkerProcess", OomWorker.of(str(tmp_path / "first")))
+    ev = evaluate(tiny, tiny.seed_path("cpu").read_text(), TIMED)
+    assert ev.correct, ev.failure
+    assert (tmp_path / "first").exists() and "judged twice" in ev.log
+
+
+def test_a_kernel_out_of_device_memory_twice_is_rejected_saying_so(tiny, monkeypatch):
+    from oom_worker import OomWorker
+    from kevolve.judge import harness
+    monkeypatch.setattr(harness, "OOM_WAIT_S", 0.0)
+    monkeypatch.setattr(harness, "WorkerProcess", OomWorker.of("always"))
+    ev = evaluate(tiny, tiny.seed_path("cpu").read_text(), TIMED)
+    assert not ev.correct and ev.stage == "timing" and "OutOfMemoryError" in ev.failure, (ev.stage, ev.failure)
+    assert "judged twice" in ev.log and ev.fitness == 0.0
+
+
 # ---------------------------------------------------------------------- what an evaluator reuses between judgements
 def judge_source(task, name: str, options: Options, reuse: Reuse) -> Evaluation:
     src = task.seed_path("cpu").read_text() if name == "seed" else source(name)

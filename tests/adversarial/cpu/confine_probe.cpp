@@ -3,7 +3,9 @@
 // - create a file outside its private directory;   - open a TCP socket;
 // - write into the spare worker's stdin through /proc (the attack that once gave the next candidate a
 //   protocol error), and into the evaluator's fds;  - signal the evaluator;
-// - fork a child that leaves the process group (setsid) and sleeps, to outlive the judgement.
+// - fork a child that leaves the process group (setsid) and sleeps, to outlive the judgement; exec a program
+//   (a path that does not exist: ENOENT where exec is allowed, EPERM where the seal refuses it); clone a
+//   process through the raw syscall; and start a thread, which must still work (OpenMP needs threads).
 #include "_libc.h"
 
 typedef int (*open_t)(const char*, int, ...);
@@ -53,6 +55,20 @@ extern "C" int forward(const float* x, const float* weight, const float* bias, f
             if (w >= 0 && wr(w, "{\"cmd\": \"exit\"}\n", 16) > 0) ++reached;
         }
         printf("PROBE workers_seen=%d workers_reached=%d\n", spares, reached);
+        typedef int (*exec_t)(const char*, char* const*, char* const*);
+        typedef long (*sys_t)(long, ...);
+        typedef int (*pth_t)(void*, const void*, void* (*)(void*), void*);
+        int* err = ((int* (*)(void))libc_fn("__errno_location"))();
+        char* argv[] = {(char*)"kevolve-probe", nullptr};
+        int ex = ((exec_t)libc_fn("execve"))("/nonexistent-kevolve-probe", argv, argv + 1);
+        printf("PROBE exec=%d\nPROBE exec_errno=%d\n", ex, *err);
+        long cl = ((sys_t)libc_fn("syscall"))(56L, 17L, 0L, 0L, 0L, 0L);   // clone(SIGCHLD): a new process
+        if (cl == 0) ((void (*)(int))libc_fn("_exit"))(0);
+        printf("PROBE raw_clone=%ld\n", cl);
+        unsigned long th[8] = {0};
+        int made = ((pth_t)libc_fn("pthread_create"))(th, nullptr, [](void*) -> void* { return nullptr; }, nullptr);
+        if (made == 0) ((int (*)(unsigned long, void**))libc_fn("pthread_join"))(th[0], nullptr);
+        printf("PROBE thread=%d\n", made);
         int child = fk();
         if (child == 0) {
             printf("PROBE setsid=%d\n", ss());
