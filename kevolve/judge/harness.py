@@ -134,11 +134,15 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             worker.call("set_exchange", 60, ipc=ipc)
             clock.gpu = _device_lock(info)
         plan = _baseline_plan(configs, options, reuse.baselines if reuse and not fresh_baselines else None)
-        for i, p in sorted(plan.items()):  # torch.compile's compilers run now, before the kernel's code can
-            if p["wanted"]:                # (the seal below refuses every new process after this)
-                with clock("baselines"):
-                    p["notes"] = worker.call("prepare", 600 + options.timeout, config=i,
-                                             baselines=list(p["wanted"])).get("notes", {})
+        try:
+            for i, p in sorted(plan.items()):  # torch.compile's compilers run now, before the kernel's code can
+                if p["wanted"]:                # (the seal below refuses every new process after this)
+                    with clock("baselines"):
+                        p["notes"] = worker.call("prepare", 600 + options.timeout, config=i,
+                                                 baselines=list(p["wanted"])).get("notes", {})
+        except WorkerDied as e:            # no code of the kernel has run yet: the harness's failure, said so
+            return verdict("load", f"harness: the worker died compiling the torch baselines, before the kernel "
+                                   f"loaded: {e.kind}: {e.detail}")
         worker.call("seal", 60)
         try:
             with clock("load"):
