@@ -169,19 +169,27 @@ LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 
 
 def _seccomp() -> str:
-    if platform.machine() != "x86_64" or sys.byteorder != "little":
-        raise OSError(errno.ENOSYS, f"the seccomp filter is written for x86-64, not {platform.machine()}")
+    _require_x86_64()
     _install(_filter(os.getpid()))
     return "filter installed (x86-64)"
+
+
+def _require_x86_64() -> None:
+    if platform.machine() != "x86_64" or sys.byteorder != "little":
+        raise OSError(errno.ENOSYS, f"the seccomp filter is written for x86-64, not {platform.machine()}")
+
+
+def _prologue(eperm: int) -> list[tuple[int, int, int, int]]:
+    """Every filter's start: kill a syscall of another architecture, refuse x32's numbers."""
+    return [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, AUDIT_ARCH_X86_64), (RET_K, 0, 0, RET_KILL), (LD_W_ABS, 0, 0, 0),
+            (JGE_K, 0, 1, 0x40000000), (RET_K, 0, 0, eperm)]
 
 
 def _filter(pid: int) -> list[tuple[int, int, int, int]]:
     """A classic-BPF program: (code, jt, jf, k). Arguments are compared on their low 32 bits (the kernel
     reads pid_t and int flags from those)."""
     eperm = RET_ERRNO | errno.EPERM
-    p: list[tuple[int, int, int, int]] = [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
-                                          (RET_K, 0, 0, RET_KILL), (LD_W_ABS, 0, 0, 0),
-                                          (JGE_K, 0, 1, 0x40000000), (RET_K, 0, 0, eperm)]
+    p = _prologue(eperm)
     for nr in sorted(DENY.values()):
         p += [(JEQ_K, 0, 1, nr), (RET_K, 0, 0, eperm)]
     p += [(JEQ_K, 0, 1, CLONE3), (RET_K, 0, 0, RET_ERRNO | errno.ENOSYS)]
@@ -212,12 +220,9 @@ def seal() -> str:
     fork or vfork, no clone without CLONE_THREAD — so no new process at all, by any spelling; threads (the
     OpenMP and CUDA runtimes' own) stay allowed. Filters stack: the first filter's rules still hold, and
     neither can be removed. Raises OSError where seccomp is unavailable (the caller reports it)."""
-    if platform.machine() != "x86_64" or sys.byteorder != "little":
-        raise OSError(errno.ENOSYS, f"the seccomp filter is written for x86-64, not {platform.machine()}")
+    _require_x86_64()
     eperm = RET_ERRNO | errno.EPERM
-    prog: list[tuple[int, int, int, int]] = [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
-                                             (RET_K, 0, 0, RET_KILL), (LD_W_ABS, 0, 0, 0),
-                                             (JGE_K, 0, 1, 0x40000000), (RET_K, 0, 0, eperm)]
+    prog = _prologue(eperm)
     for nr in (FORK, VFORK, EXECVE, EXECVEAT):
         prog += [(JEQ_K, 0, 1, nr), (RET_K, 0, 0, eperm)]
     # clone(flags): a thread (CLONE_THREAD) or nothing

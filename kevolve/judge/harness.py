@@ -133,7 +133,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
             worker.call("set_exchange", 60, ipc=ipc)
             clock.gpu = _device_lock(info)
-        plan = _baseline_plan(configs, options, reuse.baselines if reuse and not fresh_baselines else None)
+        known = reuse.baselines if reuse and not fresh_baselines else None
+        plan = _baseline_plan(configs, options, known)
         try:
             for i, p in sorted(plan.items()):  # torch.compile's compilers run now, before the kernel's code can
                 if p["wanted"]:                # (the seal below refuses every new process after this)
@@ -160,7 +161,6 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         with clock("release"):
             worker.call("release", 60)
         if options.time_kernel:
-            known = reuse.baselines if reuse and not fresh_baselines else None
             done, wrong, baselines_reused, ci = _time_all(worker, task, configs, measurements, options, bandwidth,
                                                           checker, clock, known, plan)
             if wrong is not None:

@@ -54,6 +54,7 @@ class Session:
         self.graphs: dict = {}
         self.notes: dict[str, str] = {}
         self.round = 0
+        self.variants: list[int] = []                       # what `_fill` drew the input sets from, in order
         self.seconds: dict[str, float] = {}                 # this command's breakdown (`_span`)
         self.described: dict = {}                            # IPC descriptions of this session's live buffers
 
@@ -260,7 +261,7 @@ class Session:
         """Input sets past the warm-up's (which filled `WARMUP_SETS` of them) get copies of those, so that a
         replay over every set reads valid inputs (a class label in range, an index within its tensor) before
         the first round fills them all."""
-        filled = len(getattr(self, "variants", ())) or 1
+        filled = len(self.variants) or 1
         for k, slot in enumerate(self.slots[filled:]):
             for name, t in slot["inputs"].items():
                 t.copy_(self.slots[k % filled]["inputs"][name])
