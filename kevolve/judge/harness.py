@@ -73,6 +73,10 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
         worker = reuse.worker() if reuse else WorkerProcess(options)
         try:
             ev = _judge(task, lib_path, options, module, reuse, fresh_baselines, worker, files, start, configs, base)
+        except Exception as e:             # the evaluator's own work (references, comparisons) out of GPU memory
+            if not _is_device_oom(e):
+                raise
+            ev = _evaluator_out_of_memory(e, base, start, reuse)
         finally:                           # the worker's whole process group ends with the judgement
             ended = worker.close()
             shutil.rmtree(files, ignore_errors=True)
@@ -83,13 +87,34 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
             continue
         break
     if attempt == 2:
-        ev = Evaluation(**{**ev.__dict__, "log": f"[judged twice: the first worker ran out of GPU memory]\n{ev.log}"})
+        ev = Evaluation(**{**ev.__dict__, "log": f"[judged twice: the first attempt ran out of GPU memory]\n{ev.log}"})
     if ended and ev.correct:               # a death by signal at teardown is a crash, not a pass
         ev = Evaluation(**{**ev.__dict__, "correct": False, "stage": "teardown", "failure": f"crash: {ended}"})
     return ev
 
 
 OOM_WAIT_S = 5.0
+
+
+def _is_device_oom(e: BaseException) -> bool:
+    return type(e).__name__ == "OutOfMemoryError" and type(e).__module__.startswith("torch")
+
+
+def _evaluator_out_of_memory(e: BaseException, base: dict, start: float, reuse: Reuse | None) -> Evaluation:
+    """The verdict when the evaluator itself (its float64 references or output comparisons, on the GPU) ran out
+    of device memory: the harness's failure, said so, which `judge` retries like a worker's. The evaluator's
+    cached references and torch's cached blocks are let go first, so the retry starts from what this process
+    needs now."""
+    if reuse:
+        reuse.references.clear()
+    import torch
+    torch.cuda.empty_cache()
+    detail = str(e).splitlines()[0][:300] if str(e) else ""
+    return Evaluation(**base, correct=False, stage="correctness", eval_seconds=time.perf_counter() - start,
+                      failure=f"harness: the evaluator ran out of GPU memory computing references or comparing "
+                              f"outputs (memory other processes on this GPU hold; fewer evaluators per GPU or a "
+                              f"smaller resources.reference_cache_gb help), not the kernel: OutOfMemoryError: "
+                              f"{detail}")
 
 
 def _out_of_device_memory(ev: Evaluation) -> bool:

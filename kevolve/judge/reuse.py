@@ -25,6 +25,10 @@ class References:
     def __init__(self, max_bytes: int):
         self.max_bytes, self.bytes, self.entries = max_bytes, 0, {}
 
+    def clear(self) -> None:
+        """Lets every cached reference go (the evaluator ran out of device memory)."""
+        self.entries, self.bytes = {}, 0
+
     def get(self, key, compute):
         if key in self.entries:
             return self.entries[key]

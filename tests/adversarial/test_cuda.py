@@ -167,7 +167,11 @@ def test_confinement_on_gpu(gpu_judge):
     got.update(re.findall(r"(workers_\w+)=(\d+)", ev.log))
     assert ev.correct, ev.failure
     assert int(got["file"]) < 0 and int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0, got
-    assert int(got["workers_reached"]) == 0 and int(got["setsid"]) < 0, got
+    assert int(got["workers_reached"]) == 0, got
+    # sealed before the kernel loaded (confine.seal), as on the CPU: no new process by fork, raw clone or exec
+    assert int(got["child"]) < 0 and int(got["raw_clone"]) < 0, got
+    assert int(got["exec"]) < 0 and int(got["exec_errno"]) == 1, got    # EPERM, not ENOENT: exec itself refused
+    assert "setsid" not in got, got                                      # no child ever ran to try it
     assert gpu_judge(HONEST).correct
 
 

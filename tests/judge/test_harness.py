@@ -316,6 +316,37 @@ def test_a_kernel_out_of_device_memory_twice_is_rejected_saying_so(tiny, monkeyp
     assert "judged twice" in ev.log and ev.fitness == 0.0
 
 
+def test_the_evaluator_out_of_device_memory_is_judged_again_then_named_the_harness(tiny, monkeypatch):
+    """The evaluator's own float64 references can run a shared GPU out of memory too (measured on the H200 with
+    three bench judgements beside the gpu tests): not a traceback, not the kernel's fault. The judgement runs
+    again after the evaluator lets its cached references go; a second failure is a verdict naming the harness."""
+    import torch
+    from kevolve.judge import checks, harness
+    monkeypatch.setattr(harness, "OOM_WAIT_S", 0.0)
+    real, calls = checks.Checker.expected, []
+
+    def expected(self, cfg, inputs, fail_for=1):
+        calls.append(cfg.id)
+        if len(calls) <= fail_for:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (another process holds it)")
+        return real(self, cfg, inputs)
+    monkeypatch.setattr(checks.Checker, "expected", expected)
+    reuse = Reuse(FAST, 1 << 28, 0)
+    try:
+        ev = judge_source(tiny, "seed", FAST, reuse)
+        assert ev.correct, ev.failure
+        assert "judged twice" in ev.log
+        assert reuse.references.entries                   # the second attempt's references, kept
+        reuse.references.clear()
+        monkeypatch.setattr(checks.Checker, "expected", lambda self, cfg, inputs: expected(self, cfg, inputs, 10**6))
+        ev = judge_source(tiny, "seed", FAST, reuse)
+        assert not ev.correct and ev.failure.startswith("harness: the evaluator ran out of GPU memory"), ev.failure
+        assert "judged twice" in ev.log and ev.fitness == 0.0
+        assert reuse.references.entries == {}
+    finally:
+        reuse.close()
+
+
 # ---------------------------------------------------------------------- what an evaluator reuses between judgements
 def judge_source(task, name: str, options: Options, reuse: Reuse) -> Evaluation:
     src = task.seed_path("cpu").read_text() if name == "seed" else source(name)
