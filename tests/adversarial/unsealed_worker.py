@@ -8,7 +8,6 @@ evaluator starts is decided in the evaluator's process (`WorkerProcess.command`)
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 
