@@ -8,7 +8,8 @@
 #   2. side by side, under kevolve's device lock: every task's CUDA seeds on bench (experiments/gpu_seeds.sh,
 #      PAR=2, plain seeds first; ONLY= picks; more than 3 judgements at once can run a bench shape out of
 #      memory) and, once built, the highlighted kernels judged (RKB=0 skips them).
-# TESTS="test files" [TESTS_K="-k expression"]: gpu tests run beside both steps (TESTS_AFTER_CLOCK=1: step 2 only). RKB_ONLY= picks highlighted kernels.
+# TESTS="test files" [TESTS_K="-k expression"] [TESTS_N=4: pytest-xdist workers; one gpu test took 10-40 s on the H200,
+# 16-39 of them fit in a 575 s call]: gpu tests run beside both steps (TESTS_AFTER_CLOCK=1: step 2 only). RKB_ONLY= picks highlighted kernels.
 # Step 2 stops starting judgements at END_S - 200 s and ends by END_S (default 585). Everything goes to
 # $OUT/logs.tgz; a summary prints last.
 set -o pipefail
@@ -19,7 +20,7 @@ t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 start_tests() {                       # gpu tests beside everything else (they judge under the device lock too)
   [ -n "${TESTS:-}" ] || return 0
-  (timeout $(( end - 10 - $(el) )) python3 -m pytest -m gpu -v -rA -p no:cacheprovider $TESTS ${TESTS_K:+-k "$TESTS_K"} > $res/tests.txt 2>&1
+  (timeout $(( end - 10 - $(el) )) python3 -m pytest -m gpu -v -rA -p no:cacheprovider ${TESTS_N:+-n $TESTS_N} $TESTS ${TESTS_K:+-k "$TESTS_K"} > $res/tests.txt 2>&1
    echo "tests: exit $? at $(el) s: $(grep -E '(passed|failed|error)' $res/tests.txt | tail -1)") &
   ts=$!
 }
