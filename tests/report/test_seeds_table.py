@@ -2,6 +2,7 @@
 of `evaluation_report` and the summary JSON, for a correct and a rejected kernel."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from pathlib import Path
@@ -55,3 +56,31 @@ def test_a_log_without_a_summary_says_so(tmp_path):
     path.write_text("Traceback (most recent call last):\n  killed\n")
     assert seeds_table.table_rows(path) == [["rmsnorm_fwd", "cuda", "REJECTED",
                                              "no summary: see the log (timeout or crash)"] + [""] * 7]
+
+
+def test_the_h200_report_keeps_each_tasks_fastest_correct_seed(tmp_path, capsys):
+    """experiments/h200_report.py reads seeds_table's own output back: of a task's seeds it keeps the correct one
+    with the best geomean over compile, lists every shape of it, and names the others and the tasks without one."""
+    spec = importlib.util.spec_from_file_location("h200_report", ROOT / "experiments" / "h200_report.py")
+    h200 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(h200)
+    fast = log(tmp_path, evaluation(True))
+    slow = tmp_path / "layernorm_fwd__cuda_split.txt"
+    ev = evaluation(True)
+    slower = tuple(dataclasses.replace(m, kernel=Stats(2 * m.kernel.median, 2 * m.kernel.p10, 2 * m.kernel.p90, 9))
+                   for m in ev.measurements)
+    ev2 = dataclasses.replace(ev, measurements=slower)
+    slow.write_text(evaluation_report(ev2) + "\n" + json.dumps(ev2.summary()) + "\n")
+    bad = tmp_path / "layernorm_fwd__cuda_bad.txt"
+    bad.write_text(evaluation_report(evaluation(False)) + "\n" + json.dumps(evaluation(False).summary()) + "\n")
+    seeds_table.main([str(fast), str(slow), str(bad)])
+    table = tmp_path / "seeds.h200.txt"
+    table.write_text("# what ran: bash experiments/gpu_seeds.sh\n" + capsys.readouterr().out)
+    text = h200.report([table])
+    summary = [line for line in text.splitlines() if line.startswith("| layernorm_fwd |")]
+    assert len(summary) == 1 and "| cuda_fast.cu | 2 |" in summary[0], summary
+    assert "### layernorm_fwd: cuda_fast.cu (other seeds, vs compile: cuda_split " in text
+    assert "| B=8,(1,256,256) | 12.0us | 6.8us | 8.0us | 2.0us | 25% | 0.85x | 0.85x | 0.85x | yes |" in text
+    assert "| B=8192,(4096,) (held out) | 200.0us | 66.4us | 70.0us |" in text
+    assert "| rmsnorm_fwd | not judged correct on bench yet |" in text        # a shipped task with no rows
+    assert "what ran: bash experiments/gpu_seeds.sh" in text                 # the commands behind the numbers
