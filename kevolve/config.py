@@ -172,7 +172,7 @@ class ResourcesConfig:
                                          # them (checks overlap, timed rounds take turns: judge/gpu_lock.py)
     builders: Optional[int] = None       # builds in flight at most; None: CPUs left after evaluators (at least 1)
     cpus_per_evaluator: float = 1.0
-    worker_threads: Optional[int] = None # CPU target: threads a kernel's OpenMP may use (None: all cores)
+    worker_threads: Optional[int] = None # CPU target: threads torch and the kernel get, each worker pinned to that many claimed CPUs (None: all cores)
     num_cpus: Optional[int] = None       # local Ray only: CPUs to give it (None: all)
     reference_cache_gb: Optional[float] = None   # per evaluator, float64 references kept (None: 16 on cuda, 2 on cpu)
     builder_resources: dict[str, float] = field(default_factory=dict)    # custom Ray resources a build needs

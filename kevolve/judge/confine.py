@@ -211,26 +211,29 @@ def _filter(pid: int) -> list[tuple[int, int, int, int]]:
 
 
 FORK, VFORK, EXECVE, EXECVEAT = 57, 58, 59, 322
+SCHED_SETAFFINITY = 203
 CLONE_THREAD = 0x00010000
 
 
-def seal() -> str:
+def seal(pinned: bool = False) -> str:
     """The second, last seccomp filter, applied once the worker's own processes are done with (torch.compile's
     compiler runs and its compile workers) and before the kernel's code first runs (`Worker.seal`): no exec, no
     fork or vfork, no clone without CLONE_THREAD — so no new process at all, by any spelling; threads (the
     OpenMP and CUDA runtimes' own) stay allowed. Filters stack: the first filter's rules still hold, and
-    neither can be removed. Raises OSError where seccomp is unavailable (the caller reports it)."""
+    neither can be removed. `pinned` (a worker held to its claimed CPUs, `cpus.py`): sched_setaffinity is refused
+    too, so no thread moves off them. Raises OSError where seccomp is unavailable (the caller reports it)."""
     _require_x86_64()
     eperm = RET_ERRNO | errno.EPERM
     prog = _prologue(eperm)
-    for nr in (FORK, VFORK, EXECVE, EXECVEAT):
+    for nr in (FORK, VFORK, EXECVE, EXECVEAT) + ((SCHED_SETAFFINITY,) if pinned else ()):
         prog += [(JEQ_K, 0, 1, nr), (RET_K, 0, 0, eperm)]
     # clone(flags): a thread (CLONE_THREAD) or nothing
     prog += [(JEQ_K, 0, 4, CLONE), (LD_W_ABS, 0, 0, 16), (JSET_K, 1, 0, CLONE_THREAD), (RET_K, 0, 0, eperm),
              (RET_K, 0, 0, RET_ALLOW)]
     prog.append((RET_K, 0, 0, RET_ALLOW))
     _install(prog)
-    return "no new processes (exec, fork, vfork, clone without CLONE_THREAD refused)"
+    return ("no new processes (exec, fork, vfork, clone without CLONE_THREAD refused)"
+            + ("; held to its CPUs (sched_setaffinity refused)" if pinned else ""))
 
 
 def _install(prog: list[tuple[int, int, int, int]]) -> None:

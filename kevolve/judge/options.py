@@ -24,7 +24,7 @@ class Options:
     time_kernel: bool = True
     time_inits: str = "all"        # time every (shape, init), or "first": one init per shape (the search's default)
     gpu: int | None = None         # CUDA device index the evaluator owns (None: what CUDA_VISIBLE_DEVICES gives)
-    threads: int | None = None     # CPU threads for the worker (None: all)
+    threads: int | None = None     # CPU target: threads for torch and the kernel, on as many claimed CPUs (judge/cpus.py; None: all)
     exchange: str = "auto"         # how outputs reach the evaluator on cuda: auto (CUDA IPC when it works) | files
 
 

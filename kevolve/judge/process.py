@@ -31,6 +31,7 @@ import time
 from kevolve import ROOT
 from kevolve.judge import build as builder
 from kevolve.judge.options import Options
+from kevolve.judge import cpus
 from kevolve.judge.sandbox import clean_env
 
 
@@ -48,10 +49,14 @@ class WorkerProcess:
                  "CUDA_HOME": builder.cuda_home(), "PYTHONUNBUFFERED": "1"}
         if options.gpu is not None:
             extra["CUDA_VISIBLE_DEVICES"] = _physical_gpu(options.gpu)
+        self.cpus: cpus.Claim | None = None
         if options.target == "cpu":
             # torch's OpenMP and the kernel's (the system libgomp) are two thread pools; spinning ones
             # starve each other on few cores and time each other's spin, not work
             extra.setdefault("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
+            if options.threads:            # the kernel held to the threads torch gets (kevolve/judge/cpus.py)
+                self.cpus = cpus.claim(options.threads)
+                extra.update({cpus.ENV: self.cpus.env(), "OMP_NUM_THREADS": str(options.threads)})
         _not_dumpable()
         self.tmp = tempfile.mkdtemp(prefix="kevolve-worker-")
         open(os.path.join(self.tmp, ".kevolve-worker"), "w").close()
@@ -146,6 +151,8 @@ class WorkerProcess:
                      else f"the worker exited with status {code} at teardown")
         self.sel.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.cpus is not None:
+            self.cpus.release()
         return ended
 
 

@@ -93,9 +93,9 @@ class Worker:
             getattr(async_compile, "shutdown_compile_workers", lambda: None)()
         except Exception:                           # noqa: BLE001 — no inductor, no workers to end
             pass
-        from kevolve.judge import confine
+        from kevolve.judge import confine, cpus
         try:
-            return {"seal": confine.seal()}
+            return {"seal": confine.seal(pinned=bool(os.environ.get(cpus.ENV)))}
         except OSError as e:
             return {"seal": None, "missing": str(e)}
 
@@ -358,6 +358,8 @@ def main() -> None:
     import ctypes
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)          # PR_SET_DUMPABLE 0: no /proc/<pid>/fd for others
     _exit_with_parent()
+    from kevolve.judge import cpus
+    cpus.pin_from_env()                              # before any thread starts: every later one inherits it
     import torch  # noqa: F401  (before the first request: a spare worker is ready when it is handed work)
     import kevolve.task.abi, kevolve.task.spec, kevolve.judge.timing  # noqa: F401,E401
     gc.freeze()             # the imports' objects out of the collector's reach: its later passes scan only what comes after

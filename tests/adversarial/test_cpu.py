@@ -236,6 +236,53 @@ def test_confinement_stops_what_the_other_layers_miss(tiny, reuse):
     honest_next(tiny, reuse)                              # the spare it tried to reach judges correctly
 
 
+def test_a_kernel_held_to_its_threads_cannot_take_more_cpus(tiny, monkeypatch):
+    """`resources.worker_threads=1`: torch's baselines run on one thread, and the kernel, however many threads it
+    starts, on one CPU: the worker pins itself to a CPU its evaluator claimed (kevolve/judge/cpus.py), and the
+    seal refuses sched_setaffinity, so a kernel cannot widen it. Its 8 OpenMP threads still start and it still
+    computes correctly."""
+    import dataclasses
+    held = dataclasses.replace(FAST, threads=1)
+    source = (HERE / "cpu" / "affinity_probe.cpp").read_text()
+    built = builder.build(source.replace('#include "_libc.h"', (HERE / "cpu" / "_libc.h").read_text()), "cpu")
+    assert built.ok, built.error
+    ev = judge(tiny, built.lib_path, held)
+    got = {k: int(v) for k, v in re.findall(r"PROBE (\w+)=(-?\d+)", ev.log)}
+    assert ev.correct, ev.failure
+    assert got["cpus_before"] == 1 and got["widen"] < 0, got
+    assert got["team"] == 8 and got["cpus_in_team"] == 1 and got["cpus_after"] == 1, got
+    # what refuses it is the seal: with the seal taken away (as without seccomp) the kernel widens its affinity
+    from unsealed_worker import UnsealedWorker
+    from kevolve.judge import harness
+    monkeypatch.setattr(harness, "WorkerProcess", UnsealedWorker)
+    ev = judge(tiny, built.lib_path, held)
+    got = {k: int(v) for k, v in re.findall(r"PROBE (\w+)=(-?\d+)", ev.log)}
+    assert ev.correct and got["cpus_before"] == 1 and got["widen"] == 0, got
+    assert got["cpus_after"] == len(os.sched_getaffinity(0)), got
+
+
+def test_cpu_claims_are_disjoint_while_there_are_enough():
+    from kevolve.judge import cpus
+    n = len(os.sched_getaffinity(0))
+    a = cpus.claim(1)
+    b = cpus.claim(1)
+    try:
+        assert len(a.cpus) == 1 and len(b.cpus) == 1
+        if n >= 2:
+            assert a.cpus != b.cpus and not a.shared and not b.shared
+        whole = cpus.claim(n)                 # every other CPU is free, but two are taken: it shares
+        assert len(whole.cpus) == n and whole.shared == (n >= 1)
+        whole.release()
+    finally:
+        a.release()
+        b.release()
+    again = cpus.claim(1)                     # a released CPU is free again
+    try:
+        assert again.cpus == a.cpus and not again.shared
+    finally:
+        again.release()
+
+
 def test_without_the_seal_a_kernels_child_dies_with_the_judgement(tiny, monkeypatch):
     """Where the seal is missing (no seccomp: `unsealed_worker.py` takes it away), a process the kernel starts
     still cannot outlive the judgement: it cannot leave the process group, which the evaluator kills."""
