@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from kevolve.judge import build as builder
-from kevolve.judge import exchange, gpu_lock, noise, rules, symbols, timed
+from kevolve.judge import baseline_cache, exchange, gpu_lock, noise, rules, symbols, timed
 from kevolve.judge.checks import Checker
 from kevolve.judge.options import Options
 from kevolve.judge.phases import Phases
@@ -169,6 +169,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         except WorkerDied as e:            # no code of the kernel has run yet: the harness's failure, said so
             return verdict("load", f"harness: the worker died compiling the torch baselines, before the kernel "
                                    f"loaded: {e.kind}: {e.detail}")
+        if any(p["wanted"] for p in plan.values()):
+            baseline_cache.harvest(worker.tmp, options.cache_dir)   # before the kernel loads: nothing of it
         worker.call("seal", 60)
         try:
             with clock("load"):

@@ -26,6 +26,7 @@ class Options:
     gpu: int | None = None         # CUDA device index the evaluator owns (None: what CUDA_VISIBLE_DEVICES gives)
     threads: int | None = None     # CPU target: threads for torch and the kernel, on as many claimed CPUs (judge/cpus.py; None: all)
     exchange: str = "auto"         # how outputs reach the evaluator on cuda: auto (CUDA IPC when it works) | files
+    cache_dir: str | None = None   # resources.cache_dir: where the node keeps builds and torch.compile's caches
 
 
 def default_shapes(target: str) -> str:

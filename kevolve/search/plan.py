@@ -118,7 +118,7 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
     refresh = s.baseline_refresh_s if s.baseline_refresh_s is not None else 300.0
     options = Options(target=target, abi=ABI, shapes=shapes, timeout=s.timeout_s, baselines=tuple(s.baselines),
                       reps=s.reps, budget_s=s.budget_s, time_inits=s.time_inits, threads=r.worker_threads,
-                      exchange=r.exchange)
+                      exchange=r.exchange, cache_dir=r.cache_dir)
     return Plan(task=task.ref, target=target, shapes=shapes, options=options, evaluators=evaluators,
                 evaluator_placement=placement,
                 builders=r.builders or max(1, cpus - int(evaluators * r.cpus_per_evaluator)),

@@ -1,0 +1,77 @@
+"""torch.compile's caches for the baselines, kept by the evaluator's node and handed to each worker as a copy.
+
+Each worker compiles the torch.compile baselines in a private cache directory (a kernel must not reach a
+shared one), so every fresh worker paid torch.compile in full: 27-33 s of a 36-42 s CPU judgement of
+`tests/kernels/tasks/layernorm_one`, 45-90 s of a bench judgement on the H200. Now the node keeps a master copy
+of Inductor's and Triton's caches (under the build cache's folder, per torch version); a new worker's private
+directories start as a copy of it (`seed`), and what a worker's `prepare` added is copied back (`harvest`)
+*before the worker loads the kernel* (the harness's order: prepare, harvest, seal, load), so nothing a kernel
+could write ever reaches the master. Later workers then find the compiled graphs in their copy. Files are
+published with an atomic rename, so evaluators sharing a node never see half a file; locks and links are not
+copied. `KEVOLVE_BASELINE_CACHE=0` turns it off (every worker compiles from nothing, as before).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+def parts() -> tuple[str, ...]:
+    """Under a worker's tmp: its TORCHINDUCTOR_CACHE_DIR, its TRITON_CACHE_DIR, and what Inductor keeps under
+    TMPDIR (the precompiled ATen headers of its C++ kernels: most of a CPU compile when they are missing)."""
+    import getpass
+    return ("inductor", "triton", f"torchinductor_{getpass.getuser()}")
+
+
+def enabled() -> bool:
+    return os.environ.get("KEVOLVE_BASELINE_CACHE", "1") not in ("0", "false", "no", "off")
+
+
+def master(configured: str | None = None) -> Path:
+    import torch
+    from kevolve.judge.build import cache_root
+    return cache_root(configured).parent / "baselines" / f"torch-{torch.__version__}"
+
+
+def seed(worker_tmp: str, configured: str | None = None) -> None:
+    """Fills a new worker's private cache directories with the master's files (before the worker starts)."""
+    if not enabled():
+        return
+    root = master(configured)
+    for part in parts():
+        src = root / part
+        if src.is_dir():
+            _copy_new(src, Path(worker_tmp) / part)
+
+
+def harvest(worker_tmp: str, configured: str | None = None) -> int:
+    """Copies what the worker's compiles added to its private caches into the master; returns the file count.
+    Call it only between `prepare` and the kernel's `load`."""
+    if not enabled():
+        return 0
+    root = master(configured)
+    return sum(_copy_new(Path(worker_tmp) / part, root / part) for part in parts()
+               if (Path(worker_tmp) / part).is_dir())
+
+
+def _copy_new(src: Path, dst: Path) -> int:
+    """Every regular file under `src` that `dst` lacks, each written to a temporary name and renamed."""
+    copied = 0
+    for dirpath, _, files in os.walk(src, followlinks=False):
+        rel = Path(dirpath).relative_to(src)
+        for name in files:
+            s, d = Path(dirpath) / name, dst / rel / name
+            if name.endswith(".lock") or s.is_symlink() or not s.is_file() or d.exists():
+                continue
+            d.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=d.parent)
+            try:
+                with os.fdopen(fd, "wb") as out, open(s, "rb") as inp:
+                    shutil.copyfileobj(inp, out)
+                shutil.copymode(s, tmp)
+                os.replace(tmp, d)
+                copied += 1
+            except OSError:
+                Path(tmp).unlink(missing_ok=True)
+    return copied

@@ -1,0 +1,84 @@
+"""torch.compile's caches kept by the node and copied into each worker (kevolve/judge/baseline_cache.py): a later
+worker finds what an earlier one compiled, and nothing a kernel writes reaches the master copy."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kevolve.judge import baseline_cache
+from kevolve.judge import build as builder
+from kevolve.judge.harness import judge
+from kevolve.judge.options import Options
+from kevolve.task import load_task
+
+HERE = Path(__file__).resolve().parent.parent          # tests/
+TINY = HERE / "kernels" / "tasks" / "layernorm_tiny"
+COMPILED = Options(target="cpu", shapes="small", baselines=("eager", "compile"), reps=5, budget_s=0.02, timeout=60)
+
+pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py: this module's own master too
+
+LIBC = (HERE / "adversarial" / "cpu" / "_libc.h").read_text()   # any libc function, past the rules and the symbols
+
+
+def planting(source: str) -> str:
+    """The tiny task's seed, which also writes a file into its worker's private Inductor cache on its first call
+    (the worker's working directory is its private tmp; Landlock lets it write there): if that ever reached the
+    master, a later worker would load it as a compiled baseline."""
+    marker = "extern \"C\" int forward("
+    head, tail = source.split(marker, 1)
+    body_start = tail.index("{") + 1
+    plant = ('\n    if (!planted) { planted = 1;'
+             ' void* f = ((void* (*)(const char*, const char*))libc_fn("fopen"))("inductor/fxgraph/planted", "w");'
+             ' if (f) { ((int (*)(const char*, void*))libc_fn("fputs"))("import os\\n", f);'
+             ' ((int (*)(void*))libc_fn("fclose"))(f); } printf("PLANTED=%d\\n", f != nullptr); fflush(stdout); }\n')
+    return LIBC + "\nstatic int planted = 0;\n" + head + marker + tail[:body_start] + plant + tail[body_start:]
+
+
+def test_new_regular_files_are_copied_but_not_locks_links_or_what_is_there(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "fxgraph" / "ab").mkdir(parents=True)
+    (src / "fxgraph" / "ab" / "entry").write_text("new")
+    (src / "locks").mkdir()
+    (src / "locks" / "x.lock").write_text("")
+    (src / "kept").write_text("from the worker")
+    os.symlink("/etc/passwd", src / "link")
+    dst.mkdir()
+    (dst / "kept").write_text("the master's")
+    assert baseline_cache._copy_new(src, dst) == 1
+    assert (dst / "fxgraph" / "ab" / "entry").read_text() == "new"
+    assert (dst / "kept").read_text() == "the master's" and not (dst / "locks").exists() and not (dst / "link").exists()
+    assert [p.name for p in (dst / "fxgraph" / "ab").iterdir()] == ["entry"]      # no temporary left behind
+
+
+def test_a_later_worker_finds_the_compiled_baselines_and_a_kernel_adds_nothing(monkeypatch):
+    task = load_task(TINY)
+    harvested = []
+    real = baseline_cache.harvest
+    monkeypatch.setattr(baseline_cache, "harvest", lambda tmp, configured=None: harvested.append(real(tmp, configured))
+                        or harvested[-1])
+    built = builder.build(planting((TINY / "seeds" / "cpu.cpp").read_text()), "cpu")
+    assert built.ok, built.error
+    first = judge(task, built.lib_path, COMPILED)
+    assert first.correct, first.failure
+    assert "PLANTED=1" in first.log                     # the kernel did write into its worker's cache copy
+    timed = [m for m in first.measurements if m.kernel is not None]
+    assert timed and all(m.compile is not None for m in timed), [m.failure for m in first.measurements]
+    master = baseline_cache.master()
+    assert harvested[0] > 0 and any((master / "inductor" / "fxgraph").iterdir())
+    second = judge(task, built.lib_path, COMPILED)      # a fresh worker, seeded from the master
+    assert second.correct, second.failure
+    assert all(m.compile is not None for m in second.measurements if m.kernel is not None)
+    assert harvested[1] == 0                            # it compiled nothing new: every graph came from the copy
+    planted = list(master.rglob("planted"))
+    assert planted == [], planted                       # written after the harvest, in a worker's own copy only
+
+
+def test_it_can_be_turned_off(monkeypatch, tmp_path):
+    monkeypatch.setenv("KEVOLVE_BASELINE_CACHE", "0")
+    (tmp_path / "inductor").mkdir()
+    (tmp_path / "inductor" / "entry").write_text("x")
+    assert baseline_cache.harvest(str(tmp_path)) == 0
+    baseline_cache.seed(str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()
