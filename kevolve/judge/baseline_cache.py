@@ -8,7 +8,8 @@ directories start as a copy of it (`seed`), and what a worker's `prepare` added 
 *before the worker loads the kernel* (the harness's order: prepare, harvest, seal, load), so nothing a kernel
 could write ever reaches the master. Later workers then find the compiled graphs in their copy. Files are
 published with an atomic rename, so evaluators sharing a node never see half a file; locks and links are not
-copied. `KEVOLVE_BASELINE_CACHE=0` turns it off (every worker compiles from nothing, as before).
+copied. `KEVOLVE_BASELINE_CACHE=0` turns it off (every worker compiles from nothing, as before), and so does a
+kernel without Landlock (`enabled`).
 """
 from __future__ import annotations
 
@@ -25,7 +26,16 @@ def parts() -> tuple[str, ...]:
 
 
 def enabled() -> bool:
-    return os.environ.get("KEVOLVE_BASELINE_CACHE", "1") not in ("0", "false", "no", "off")
+    """On unless KEVOLVE_BASELINE_CACHE=0 — and only where Landlock confines the workers: without it a kernel
+    could write into the master directly (as into anything its user can write) and so run code in every later
+    worker before its seal; there each worker compiles from nothing, as before."""
+    if os.environ.get("KEVOLVE_BASELINE_CACHE", "1") in ("0", "false", "no", "off"):
+        return False
+    from kevolve.judge.confine import landlock_abi
+    try:
+        return landlock_abi() >= 1
+    except OSError:
+        return False
 
 
 def master(configured: str | None = None) -> Path:

@@ -169,7 +169,7 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         except WorkerDied as e:            # no code of the kernel has run yet: the harness's failure, said so
             return verdict("load", f"harness: the worker died compiling the torch baselines, before the kernel "
                                    f"loaded: {e.kind}: {e.detail}")
-        if any(p["wanted"] for p in plan.values()):
+        if any(p["wanted"] for p in plan.values()) and (info.get("confinement") or {}).get("landlock"):
             baseline_cache.harvest(worker.tmp, options.cache_dir)   # before the kernel loads: nothing of it
         worker.call("seal", 60)
         try:
