@@ -57,12 +57,35 @@ def seed(worker_tmp: str, configured: str | None = None) -> None:
 
 def harvest(worker_tmp: str, configured: str | None = None) -> int:
     """Copies what the worker's compiles added to its private caches into the master; returns the file count.
-    Call it only between `prepare` and the kernel's `load`."""
+    Call it only between `prepare` and the kernel's `load`. Every worker copies the whole master when it
+    starts, so a master grown past KEVOLVE_BASELINE_CACHE_GB (default 2) is dropped here and grows again from
+    what is compiled next (moved aside first: a worker copying from it meanwhile just gets fewer files, which
+    torch.compile then compiles)."""
     if not enabled():
         return 0
     root = master(configured)
-    return sum(_copy_new(Path(worker_tmp) / part, root / part) for part in parts()
-               if (Path(worker_tmp) / part).is_dir())
+    copied = sum(_copy_new(Path(worker_tmp) / part, root / part) for part in parts()
+                 if (Path(worker_tmp) / part).is_dir())
+    cap = float(os.environ.get("KEVOLVE_BASELINE_CACHE_GB", "2")) * (1 << 30)
+    if copied and _size(root) > cap:
+        aside = root.with_name(f".{root.name}.dropped-{os.getpid()}")
+        try:
+            os.replace(root, aside)
+        except OSError:
+            return copied
+        shutil.rmtree(aside, ignore_errors=True)
+    return copied
+
+
+def _size(root: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
 
 
 def _copy_new(src: Path, dst: Path) -> int:

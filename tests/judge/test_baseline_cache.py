@@ -82,3 +82,18 @@ def test_it_can_be_turned_off(monkeypatch, tmp_path):
     assert baseline_cache.harvest(str(tmp_path)) == 0
     baseline_cache.seed(str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()
+
+
+def test_a_master_past_its_size_cap_is_dropped_and_grows_again(monkeypatch, tmp_path):
+    worker = tmp_path / "worker"
+    (worker / "inductor").mkdir(parents=True)
+    (worker / "inductor" / "a").write_bytes(b"x" * 4096)
+    monkeypatch.setenv("KEVOLVE_CACHE", str(tmp_path / "node"))            # a master of this test's own
+    monkeypatch.setenv("KEVOLVE_BASELINE_CACHE_GB", str(8192 / (1 << 30)))   # 8 KiB
+    assert baseline_cache.harvest(str(worker)) == 1
+    assert (baseline_cache.master() / "inductor" / "a").exists()           # under the cap: kept
+    (worker / "inductor" / "b").write_bytes(b"x" * 8192)
+    assert baseline_cache.harvest(str(worker)) == 1
+    assert not baseline_cache.master().exists()                            # past it: dropped
+    (worker / "inductor" / "b").unlink()
+    assert baseline_cache.harvest(str(worker)) == 1 and (baseline_cache.master() / "inductor" / "a").exists()
