@@ -3,10 +3,11 @@
 Each worker compiles the torch.compile baselines in a private cache directory (a kernel must not reach a
 shared one), so every fresh worker paid torch.compile in full: 27-33 s of a 36-42 s CPU judgement of
 `tests/kernels/tasks/layernorm_one`, 45-90 s of a bench judgement on the H200. Now the node keeps a master copy
-of Inductor's and Triton's caches (under the build cache's folder, per torch version); a new worker's private
-directories start as a copy of it (`seed`), and what a worker's `prepare` added is copied back (`harvest`)
-*before the worker loads the kernel* (the harness's order: prepare, harvest, seal, load), so nothing a kernel
-could write ever reaches the master. Later workers then find the compiled graphs in their copy. Files are
+of Inductor's and Triton's caches (under the build cache's folder, per torch version); when a judgement is about
+to compile baselines, its worker's private directories get a copy of it (`seed`; judgements that reuse recent
+baseline times, and spare workers, copy nothing: the precompiled ATen header alone is 150 MB), and what the
+worker's `prepare` added is copied back (`harvest`) *before the worker loads the kernel* (the harness's order:
+seed, prepare, harvest, seal, load), so nothing a kernel could write ever reaches the master. Later workers then find the compiled graphs in their copy. Files are
 published with an atomic rename, so evaluators sharing a node never see half a file; locks and links are not
 copied. `KEVOLVE_BASELINE_CACHE=0` turns it off (every worker compiles from nothing, as before), and so does a
 kernel without Landlock (`enabled`).
@@ -45,7 +46,8 @@ def master(configured: str | None = None) -> Path:
 
 
 def seed(worker_tmp: str, configured: str | None = None) -> None:
-    """Fills a new worker's private cache directories with the master's files (before the worker starts)."""
+    """Fills a worker's private cache directories with the master's files (before its `prepare`; the worker's
+    tmp is the evaluator's to write, and torch.compile reads its cache when it compiles)."""
     if not enabled():
         return
     root = master(configured)
@@ -57,8 +59,8 @@ def seed(worker_tmp: str, configured: str | None = None) -> None:
 
 def harvest(worker_tmp: str, configured: str | None = None) -> int:
     """Copies what the worker's compiles added to its private caches into the master; returns the file count.
-    Call it only between `prepare` and the kernel's `load`. Every worker copies the whole master when it
-    starts, so a master grown past KEVOLVE_BASELINE_CACHE_GB (default 2) is dropped here and grows again from
+    Call it only between `prepare` and the kernel's `load`. Every compiling worker copies the whole master,
+    so a master grown past KEVOLVE_BASELINE_CACHE_GB (default 2) is dropped here and grows again from
     what is compiled next (moved aside first: a worker copying from it meanwhile just gets fewer files, which
     torch.compile then compiles)."""
     if not enabled():

@@ -160,6 +160,9 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             clock.gpu = _device_lock(info)
         known = reuse.baselines if reuse and not fresh_baselines else None
         plan = _baseline_plan(configs, options, known)
+        cached = any(p["wanted"] for p in plan.values()) and (info.get("confinement") or {}).get("landlock")
+        if cached:                         # torch.compile's caches as the node has them, only when it will compile
+            baseline_cache.seed(worker.tmp, options.cache_dir)
         try:
             for i, p in sorted(plan.items()):  # torch.compile's compilers run now, before the kernel's code can
                 if p["wanted"]:                # (the seal below refuses every new process after this)
@@ -169,7 +172,7 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         except WorkerDied as e:            # no code of the kernel has run yet: the harness's failure, said so
             return verdict("load", f"harness: the worker died compiling the torch baselines, before the kernel "
                                    f"loaded: {e.kind}: {e.detail}")
-        if any(p["wanted"] for p in plan.values()) and (info.get("confinement") or {}).get("landlock"):
+        if cached:
             baseline_cache.harvest(worker.tmp, options.cache_dir)   # before the kernel loads: nothing of it
         worker.call("seal", 60)
         try:

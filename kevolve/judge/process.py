@@ -31,7 +31,7 @@ import time
 from kevolve import ROOT
 from kevolve.judge import build as builder
 from kevolve.judge.options import Options
-from kevolve.judge import baseline_cache, cpus
+from kevolve.judge import cpus
 from kevolve.judge.sandbox import clean_env
 
 
@@ -63,7 +63,6 @@ class WorkerProcess:
         for var, sub in (("TMPDIR", ""), ("HOME", ""), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
                          ("TRITON_CACHE_DIR", "triton"), ("CUDA_CACHE_PATH", "nv"), ("XDG_CACHE_HOME", "cache")):
             extra[var] = os.path.join(self.tmp, sub) if sub else self.tmp
-        baseline_cache.seed(self.tmp, options.cache_dir)   # torch.compile's caches as the node has them
         self.proc = subprocess.Popen([sys.executable, *self.command()], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(extra),
                                      start_new_session=True, cwd=self.tmp)
