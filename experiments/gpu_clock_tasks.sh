@@ -59,5 +59,5 @@ echo "== clock"; cat $res/clock_position_*.txt 2>/dev/null | cut -c1-420
 grep -E "geomean|^B=1,\(1,256" $res/bench_clock_rows.txt 2>/dev/null
 grep -E "^B=[0-9]+,\(|^correct|^rejected|speedup" $res/eval_rows.txt 2>/dev/null | head -10 | cut -c1-200
 echo "== rkb"; grep " | " $res/rkb_run.log 2>/dev/null | cut -c1-250
-echo "== tests"; grep -E "(PASSED|FAILED|ERROR)( |$)" $res/tests.txt | grep -vE "^(PASSED|FAILED|ERROR) " 2>/dev/null | cut -c1-200
+echo "== tests"; grep -E "(PASSED|FAILED|ERROR)( |$)" $res/tests.txt 2>/dev/null | grep -vE "^(PASSED|FAILED|ERROR) " | cut -c1-200
 echo "== seeds"; grep -E "exit=|skipped" $res/seeds.log | cut -c1-220

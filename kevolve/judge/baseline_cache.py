@@ -7,10 +7,12 @@ of Inductor's and Triton's caches (under the build cache's folder, per torch ver
 to compile baselines, its worker's private directories get a copy of it (`seed`; judgements that reuse recent
 baseline times, and spare workers, copy nothing: the precompiled ATen header alone is 150 MB), and what the
 worker's `prepare` added is copied back (`harvest`) *before the worker loads the kernel* (the harness's order:
-seed, prepare, harvest, seal, load), so nothing a kernel could write ever reaches the master. Later workers then find the compiled graphs in their copy. Files are
-published with an atomic rename, so evaluators sharing a node never see half a file; locks and links are not
-copied. `KEVOLVE_BASELINE_CACHE=0` turns it off (every worker compiles from nothing, as before), and so does a
-kernel without Landlock (`enabled`).
+seed, prepare, harvest, seal, load), so nothing a kernel could write ever reaches the master. Later workers
+then find the compiled graphs in their copy. Files are published with an atomic rename, so evaluators sharing
+a node never see half a file; locks and links are not copied. The harness uses it only for a worker that
+Landlock confines (without Landlock a kernel could write into the master directly, as into anything its user
+can write, and so run code in every later worker before its seal); `KEVOLVE_BASELINE_CACHE=0` turns it off
+(every worker compiles from nothing, as before).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
 
 def parts() -> tuple[str, ...]:
     """Under a worker's tmp: its TORCHINDUCTOR_CACHE_DIR, its TRITON_CACHE_DIR, and what Inductor keeps under
@@ -27,16 +30,7 @@ def parts() -> tuple[str, ...]:
 
 
 def enabled() -> bool:
-    """On unless KEVOLVE_BASELINE_CACHE=0 — and only where Landlock confines the workers: without it a kernel
-    could write into the master directly (as into anything its user can write) and so run code in every later
-    worker before its seal; there each worker compiles from nothing, as before."""
-    if os.environ.get("KEVOLVE_BASELINE_CACHE", "1") in ("0", "false", "no", "off"):
-        return False
-    from kevolve.judge.confine import landlock_abi
-    try:
-        return landlock_abi() >= 1
-    except OSError:
-        return False
+    return os.environ.get("KEVOLVE_BASELINE_CACHE", "1") not in ("0", "false", "no", "off")
 
 
 def master(configured: str | None = None) -> Path:
