@@ -13,6 +13,15 @@ a node never see half a file; locks and links are not copied. The harness uses i
 Landlock confines (without Landlock a kernel could write into the master directly, as into anything its user
 can write, and so run code in every later worker before its seal); `KEVOLVE_BASELINE_CACHE=0` turns it off
 (every worker compiles from nothing, as before).
+
+Cached entries name absolute paths under the worker that compiled them (Triton's and Inductor's GPU entries do:
+on the H200 a second worker's torch.compile failed with `PermissionError: '/tmp/kevolve-worker-60_isccv'`, another
+worker's directory, which Landlock keeps out of reach). So `harvest` writes each file with its worker's tmp path
+replaced by a placeholder of the same length, and `seed` puts the new worker's path in its place: worker
+directories are `mkdtemp` names under one TMPDIR, all of one length, so pickled and binary entries keep their
+offsets and string lengths (a file whose placeholder length does not match is not copied: torch compiles it).
+Should torch.compile still fail in a seeded worker, the harness calls `disable` (the master is dropped and the
+node stops using it, a file saying why) and judges again in a fresh, unseeded worker.
 """
 from __future__ import annotations
 
@@ -29,8 +38,34 @@ def parts() -> tuple[str, ...]:
     return ("inductor", "triton", f"torchinductor_{getpass.getuser()}")
 
 
-def enabled() -> bool:
-    return os.environ.get("KEVOLVE_BASELINE_CACHE", "1") not in ("0", "false", "no", "off")
+REWRITE_MAX = 64 << 20                 # bigger files (the CPU target's precompiled header) are copied as they are
+DISABLED = ".disabled"                 # beside the master: this node stopped using it, and why
+
+
+def enabled(configured: str | None = None) -> bool:
+    if os.environ.get("KEVOLVE_BASELINE_CACHE", "1") in ("0", "false", "no", "off"):
+        return False
+    return not master(configured).with_name(master(configured).name + DISABLED).exists()
+
+
+def disable(reason: str, configured: str | None = None) -> None:
+    """Stops this node using the master copy (torch.compile failed in a worker seeded from it): the master is
+    dropped and a file beside it says why; delete that file to use the cache again."""
+    root = master(configured)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    root.with_name(root.name + DISABLED).write_text(reason + "\n")
+    aside = root.with_name(f".{root.name}.dropped-{os.getpid()}")
+    try:
+        os.replace(root, aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def placeholder(worker_tmp: str) -> bytes:
+    """What stands for a worker's tmp path in the master: as long as the path, and no path of its own."""
+    path = os.fsencode(worker_tmp)
+    return b"/" + b"%" * (len(path) - 1)
 
 
 def master(configured: str | None = None) -> Path:
@@ -42,13 +77,13 @@ def master(configured: str | None = None) -> Path:
 def seed(worker_tmp: str, configured: str | None = None) -> None:
     """Fills a worker's private cache directories with the master's files (before its `prepare`; the worker's
     tmp is the evaluator's to write, and torch.compile reads its cache when it compiles)."""
-    if not enabled():
+    if not enabled(configured):
         return
     root = master(configured)
     for part in parts():
         src = root / part
         if src.is_dir():
-            _copy_new(src, Path(worker_tmp) / part)
+            _copy_new(src, Path(worker_tmp) / part, placeholder(worker_tmp), os.fsencode(worker_tmp))
 
 
 def harvest(worker_tmp: str, configured: str | None = None) -> int:
@@ -57,11 +92,12 @@ def harvest(worker_tmp: str, configured: str | None = None) -> int:
     so a master grown past KEVOLVE_BASELINE_CACHE_GB (default 2) is dropped here and grows again from
     what is compiled next (moved aside first: a worker copying from it meanwhile just gets fewer files, which
     torch.compile then compiles)."""
-    if not enabled():
+    if not enabled(configured):
         return 0
     root = master(configured)
-    copied = sum(_copy_new(Path(worker_tmp) / part, root / part) for part in parts()
-                 if (Path(worker_tmp) / part).is_dir())
+    path = os.fsencode(worker_tmp)
+    copied = sum(_copy_new(Path(worker_tmp) / part, root / part, path, placeholder(worker_tmp))
+                 for part in parts() if (Path(worker_tmp) / part).is_dir())
     cap = float(os.environ.get("KEVOLVE_BASELINE_CACHE_GB", "2")) * (1 << 30)
     if copied and _size(root) > cap:
         aside = root.with_name(f".{root.name}.dropped-{os.getpid()}")
@@ -84,8 +120,10 @@ def _size(root: Path) -> int:
     return total
 
 
-def _copy_new(src: Path, dst: Path) -> int:
-    """Every regular file under `src` that `dst` lacks, each written to a temporary name and renamed."""
+def _copy_new(src: Path, dst: Path, old: bytes = b"", new: bytes = b"") -> int:
+    """Every regular file under `src` that `dst` lacks, each written to a temporary name and renamed, with
+    `old` replaced by `new` (of the same length) in files up to REWRITE_MAX bytes. A file holding a placeholder
+    of another length (a worker path of another length) is left out."""
     copied = 0
     for dirpath, _, files in os.walk(src, followlinks=False):
         rel = Path(dirpath).relative_to(src)
@@ -97,7 +135,13 @@ def _copy_new(src: Path, dst: Path) -> int:
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=d.parent)
             try:
                 with os.fdopen(fd, "wb") as out, open(s, "rb") as inp:
-                    shutil.copyfileobj(inp, out)
+                    if old and s.stat().st_size <= REWRITE_MAX:
+                        data = inp.read().replace(old, new)
+                        if old.startswith(b"/%") and b"/%%%%%%%%" in data:      # seeding, and a worker path of
+                            raise OSError("a placeholder of another length")    # another length stood there
+                        out.write(data)
+                    else:
+                        shutil.copyfileobj(inp, out)
                 shutil.copymode(s, tmp)
                 os.replace(tmp, d)
                 copied += 1

@@ -78,22 +78,30 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
                 raise
             ev = _evaluator_out_of_memory(e, base, start, reuse)
         finally:                           # the worker's whole process group ends with the judgement
+            closing = time.perf_counter()
             ended = worker.close()
             shutil.rmtree(files, ignore_errors=True)
             if reuse:
                 reuse.start_spare()
+            closing = time.perf_counter() - closing
+        if attempt == 1 and ev.stage == CACHE_RETRY:
+            why = "torch.compile failed in a worker seeded from the baseline cache"
+            continue
         if attempt == 1 and _out_of_device_memory(ev):
+            why = "the first attempt ran out of GPU memory"
             time.sleep(OOM_WAIT_S)         # memory other processes held (evaluators sharing the GPU): once more
             continue
         break
     if attempt == 2:
-        ev = Evaluation(**{**ev.__dict__, "log": f"[judged twice: the first attempt ran out of GPU memory]\n{ev.log}"})
+        ev = Evaluation(**{**ev.__dict__, "log": f"[judged twice: {why}]\n{ev.log}"})
+    ev = Evaluation(**{**ev.__dict__, "phases": {**ev.phases, "teardown": round(closing, 4)}})
     if ended and ev.correct:               # a death by signal at teardown is a crash, not a pass
         ev = Evaluation(**{**ev.__dict__, "correct": False, "stage": "teardown", "failure": f"crash: {ended}"})
     return ev
 
 
 OOM_WAIT_S = 5.0
+CACHE_RETRY = "baseline cache"            # a verdict stage `judge` never returns: it judges once more, unseeded
 
 
 def _is_device_oom(e: BaseException) -> bool:
@@ -160,7 +168,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             clock.gpu = _device_lock(info)
         known = reuse.baselines if reuse and not fresh_baselines else None
         plan = _baseline_plan(configs, options, known)
-        cached = any(p["wanted"] for p in plan.values()) and (info.get("confinement") or {}).get("landlock")
+        cached = (any(p["wanted"] for p in plan.values()) and (info.get("confinement") or {}).get("landlock")
+                  and baseline_cache.enabled(options.cache_dir))
         if cached:                         # torch.compile's caches as the node has them, only when it will compile
             baseline_cache.seed(worker.tmp, options.cache_dir)
         try:
@@ -173,8 +182,14 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             return verdict("load", f"harness: the worker died compiling the torch baselines, before the kernel "
                                    f"loaded: {e.kind}: {e.detail}")
         if cached:
+            failed = sorted({n for p in plan.values() for n in p["notes"].values() if "torch.compile failed" in n})
+            if failed:                     # the seeded copy broke torch.compile: the node stops using it, and
+                baseline_cache.disable(failed[0][:500], options.cache_dir)   # `judge` starts again unseeded
+                return verdict(CACHE_RETRY, f"harness: torch.compile failed in a worker seeded from the node's "
+                                            f"baseline cache ({failed[0][:300]}); the cache is now off on this node")
             baseline_cache.harvest(worker.tmp, options.cache_dir)   # before the kernel loads: nothing of it
-        worker.call("seal", 60)
+        with clock("seal"):
+            worker.call("seal", 60)
         try:
             with clock("load"):
                 loaded = worker.call("load", options.timeout + 60)

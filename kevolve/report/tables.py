@@ -61,6 +61,22 @@ def _clock(clock: dict) -> str:
     return ", ".join([mine] + others)
 
 
+def baseline_notes(ev: Evaluation) -> list[str]:
+    """What went wrong beside a correct kernel (a baseline that failed to compile, one timed on another clock),
+    each once; a configuration that lacks a baseline is counted, since its "vs best" is over the others only."""
+    notes = sorted({m.failure for m in ev.measurements if m.correct and m.failure})
+    lines = [f"note: {n}" for n in notes]
+    timed = [m for m in ev.measurements if m.correct and m.kernel is not None]
+    have = lambda m, n: getattr(m, n) is not None  # noqa: E731
+    wanted = {n for n in ("eager", "compile") if any(have(m, n) for m in timed)
+              or any((m.failure or "").startswith(f"{n}: ") for m in timed)}
+    lacking = [m for m in timed if not all(have(m, n) for n in wanted)]
+    if lacking:
+        lines.append(f"WARNING: {len(lacking)} of {len(timed)} timed configurations lack a torch baseline (a '-' "
+                     f"above): their 'vs best' and the speedup below are over the baselines that were timed")
+    return lines
+
+
 def evaluation_report(ev: Evaluation) -> str:
     header, rows = config_rows(ev)
     lines = [f"{ev.task} on {ev.device or ev.target} ({ev.shapes} shapes, abi={ev.abi}); times per call: "
@@ -71,8 +87,7 @@ def evaluation_report(ev: Evaluation) -> str:
     if any(m.launch_bound for m in ev.measurements):
         lines.append("*: launch-bound — a device time under 5 us or under its own launch cost; a caller that "
                      "waits for each call sees the synced column")
-    notes = sorted({m.failure for m in ev.measurements if m.correct and m.failure})
-    lines += [f"note: {n}" for n in notes]
+    lines += baseline_notes(ev)
     if ev.correct:
         ci = f" (95% CI {ev.speedup_ci[0]:.2f}-{ev.speedup_ci[1]:.2f})" if ev.speedup_ci else ""
         lines.append(f"correct on all {len(ev.measurements)} configurations; speedup {_x(ev.speedup)}{ci} over the "
@@ -97,7 +112,9 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
         header, rows = config_rows(ev, label="best")
         how = ("judged again, baselines interleaved" if best.confirmed
                else "not confirmed: " + "; ".join(best.not_confirmed or ["baselines from the search"])[:300])
-        lines += [f"best kernel {best.id} ({best.operator}) on {ev.device}, {how}:", table(rows, header),
+        lines += [f"best kernel {best.id} ({best.operator}) on {ev.device}, {how}:", table(rows, header)]
+        lines += baseline_notes(ev)
+        lines += [
                   f"speedup {best.speedup:.2f}x"
                   + (f" [{best.speedup_ci[0]:.2f}, {best.speedup_ci[1]:.2f}] (95%)" if best.speedup_ci else "")
                   + f" over the faster torch baseline (eager {_x(best.speedup_eager)}, "

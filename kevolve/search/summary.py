@@ -13,6 +13,24 @@ from kevolve.judge.build import SUFFIX
 from kevolve.messages import Best, Candidate, RunSummary
 
 
+def lost_baselines(searched: str | None, confirmed) -> str | None:
+    """Why a correct confirmation cannot stand in for the search's numbers, or None: a baseline the search timed
+    on a configuration that the confirmation lacks (on the H200 a seeded worker's torch.compile failed, and the
+    confirmation's speedup "over the faster torch baseline" was over eager alone: 13.7x for a 1.19x kernel)."""
+    if not searched:
+        return None
+    from kevolve.judge.results import Evaluation
+    before = {m.config: m for m in Evaluation.from_json(searched).measurements if m.kernel is not None}
+    lost = [(m.config, name, m.failure) for m in confirmed.measurements if m.config in before
+            for name in ("eager", "compile") if getattr(before[m.config], name) is not None and getattr(m, name) is None]
+    if not lost:
+        return None
+    names = sorted({name for _, name, _ in lost})
+    why = next((f for _, _, f in lost if f), None)
+    return (f"judged again without {' and '.join(names)} on {len(lost)} configuration(s) the search timed it on"
+            + (f" ({why[:300]})" if why else "") + "; the numbers are the search's")
+
+
 class Summarising:
     """`Driver`'s end of the run and its progress line (the attributes are the driver's)."""
 
@@ -35,11 +53,12 @@ class Summarising:
             ev = ray.get(self.evaluators[0].evaluate.remote(b.key, lib, b.module_name, True))
             self.store.log_event("confirm", {"id": c.id, "correct": ev.correct, "failure": ev.failure,
                                              "seconds": round(ev.eval_seconds, 1), "evaluation": ev.to_json()})
-            if ev.correct:
+            lost = lost_baselines(self.store.get(c.id).evaluation, ev) if ev.correct else None
+            if ev.correct and not lost:
                 self.confirmed, self.best_evaluation = c, ev
                 self._write_best(c)
                 return
-            self.not_confirmed.append(f"{c.id}: {ev.failure}")
+            self.not_confirmed.append(f"{c.id}: {lost or ev.failure}")
 
     def _best_path(self) -> Path:
         return self.run_dir / f"best{SUFFIX[self.plan.target]}"

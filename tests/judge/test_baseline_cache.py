@@ -97,3 +97,49 @@ def test_a_master_past_its_size_cap_is_dropped_and_grows_again(monkeypatch, tmp_
     assert not baseline_cache.master().exists()                            # past it: dropped
     (worker / "inductor" / "b").unlink()
     assert baseline_cache.harvest(str(worker)) == 1 and (baseline_cache.master() / "inductor" / "a").exists()
+
+
+def test_a_workers_own_path_in_an_entry_becomes_the_next_workers(monkeypatch, tmp_path):
+    """Triton's and Inductor's GPU entries name paths under the worker that compiled them; a second worker given
+    them as they are fails (Landlock keeps it out of the first one's directory). Harvest writes a placeholder of the
+    same length, seed the new worker's path; an entry from a worker path of another length is not seeded."""
+    monkeypatch.setenv("KEVOLVE_CACHE", str(tmp_path / "node"))
+    first, second = tmp_path / "kevolve-worker-aaaaaaaa", tmp_path / "kevolve-worker-bbbbbbbb"
+    entry = b"\x80\x04pickled\x00" + os.fsencode(first) + b"/triton/ab/kernel.cubin\x00tail"
+    (first / "triton" / "ab").mkdir(parents=True)
+    (first / "triton" / "ab" / "meta").write_bytes(entry)
+    assert baseline_cache.harvest(str(first)) == 1
+    kept = (baseline_cache.master() / "triton" / "ab" / "meta").read_bytes()
+    assert os.fsencode(first) not in kept and len(kept) == len(entry)
+    baseline_cache.seed(str(second))
+    assert (second / "triton" / "ab" / "meta").read_bytes() == entry.replace(os.fsencode(first), os.fsencode(second))
+    longer = tmp_path / "kevolve-worker-cccccccc-longer"
+    baseline_cache.seed(str(longer))
+    assert not (longer / "triton" / "ab" / "meta").exists()
+
+
+def test_a_compile_that_fails_in_a_seeded_worker_turns_the_cache_off_and_is_judged_again(monkeypatch, tmp_path):
+    """A seeded copy that breaks torch.compile (here: the worker's Inductor cache directory turned into a file, so
+    nothing compiled can be written) must not cost a kernel its compile baseline: the harness turns the cache off on
+    this node, and judges again in a fresh, unseeded worker."""
+    import shutil
+    monkeypatch.setenv("KEVOLVE_CACHE", str(tmp_path / "node"))            # a node of its own: it turns it off
+    task = load_task(TINY)
+    built = builder.build((TINY / "seeds" / "cpu.cpp").read_text(), "cpu")
+    assert built.ok, built.error
+    seeded = []
+
+    def breaking_seed(tmp, configured=None):
+        seeded.append(tmp)
+        shutil.rmtree(Path(tmp) / "inductor", ignore_errors=True)
+        (Path(tmp) / "inductor").write_text("not a directory")
+
+    monkeypatch.setattr(baseline_cache, "seed", breaking_seed)
+    ev = judge(task, built.lib_path, COMPILED)
+    assert ev.correct, ev.failure
+    assert len(seeded) == 1 and "judged twice: torch.compile failed in a worker seeded" in ev.log
+    timed = [m for m in ev.measurements if m.kernel is not None]
+    assert timed and all(m.compile is not None for m in timed), [m.failure for m in ev.measurements]
+    assert not baseline_cache.enabled()
+    why = baseline_cache.master().with_name(baseline_cache.master().name + baseline_cache.DISABLED).read_text()
+    assert "torch.compile failed" in why
