@@ -14,7 +14,9 @@ from kevolve.judge.gpu_lock import DeviceLock
 class Phases:
     """Wall seconds per judging phase: `load` (worker start, library load), `check` (the worker's correctness
     calls and output export), `reference` (this process: inputs, float64 reference, comparison),
-    `baselines` (torch.compile per shape), `time` (interleaved timing, verification included) and, inside it,
+    `baselines` (torch.compile per shape), `seal` (the worker's last step before the kernel loads), `teardown`
+    (the worker's process group ended, the spare worker started: `harness.judge`, after the verdict), `time`
+    (interleaved timing, verification included) and, inside it,
     `setup` (buffers, warm-up, graph capture), `round` (the worker's timed rounds) and `inputs` (the exact input
     comparison). Nested phases count in both. Tells where a slow judgement goes. Phases named `worker …` are
     the worker's own account of its timing commands (`add`: buffers filled, poisoned, timed calls, export);

@@ -88,11 +88,12 @@ class Worker:
         """No new process from here on (`confine.seal`: exec, fork, vfork refused), once torch.compile is done
         with its compilers and compile workers, which are shut down first (a kernel could feed them work
         through their pipes). Replies with what holds, or why not."""
-        try:
-            from torch._inductor import async_compile
-            getattr(async_compile, "shutdown_compile_workers", lambda: None)()
-        except Exception:                           # noqa: BLE001 — no inductor, no workers to end
-            pass
+        async_compile = sys.modules.get("torch._inductor.async_compile")
+        if async_compile is not None:               # not imported: nothing compiled here, no workers to end (and
+            try:                                    # importing it just to ask cost 1.9 s of every reused judgement)
+                getattr(async_compile, "shutdown_compile_workers", lambda: None)()
+            except Exception:                       # noqa: BLE001 — no workers to end
+                pass
         from kevolve.judge import confine, cpus
         try:
             return {"seal": confine.seal(pinned=bool(os.environ.get(cpus.ENV)))}
