@@ -18,7 +18,16 @@
 //           keeps >= SPREAD_MIN threads). Taken only when cudaOccupancyMaxActiveClusters says such a
 //           cluster fits, else the next smaller cl, else split. Under the CPU emulator (no clusters)
 //           the cluster is one block of cl * G threads, its ranks the groups, so the indexing is checked.
-//  split    longer rows (or no cluster): two launches. split_stats: per (tile, row) block shifted
+//  grid     longer rows that fit in the registers of the whole GPU (N <= blocks * GRID_THREADS *
+//           GRID_ELEMS, the blocks as many as are co-resident: 4194304 at 2 x 512 per SM on 132 SMs): one
+//           cooperative launch (cudaLaunchAttributeCooperative) of a persistent grid that takes the rows
+//           one after another, each spread over every thread of the grid (GRID_ELEMS values per thread,
+//           coalesced). Per row: x loaded once (evict-first), per-block shifted sums into the workspace,
+//           one grid.sync(), every block merges the block sums itself (double, in block order: the same
+//           bits everywhere), out written from the registers with weight and bias (kept in L2 across
+//           rows; prefetched into L2 before the first row's sync) -- one DRAM round trip per element of x
+//           and out. The next row's loads overlap this row's stores. Not compiled under the emulator.
+//  split    longer rows (or no cluster, no co-residency): two launches. split_stats: per (tile, row) block shifted
 //           sums (float per 4 * STATS_UNROLL values, double beyond) into the workspace; the blocks of
 //           all tiles run at once, so what stays in L2 is chosen by priority: tiles of the first
 //           columns are read with evict-first loads, those of the last L2_KEEP_MB of columns (all of x
@@ -72,6 +81,9 @@ constexpr int NORM_THREADS = 256;       // knob: 128, 256
 constexpr int NORM_ELEMS = 16;          // knob: 8, 16
 constexpr int NORM_ROWS = 32;           // knob: 4, 8, 32
 constexpr int64_t L2_KEEP_MB = 32;      // knob: 0, 16, 32, 40
+constexpr int GRID_PATH = 0;            // knob: 0, 1
+constexpr int GRID_THREADS = 512;       // knob: 256, 512, 1024
+constexpr int GRID_ELEMS = 32;          // knob: 16, 32
 constexpr int64_t MIN_TILE = 4096;      // a split_stats block sums at least this many elements
 constexpr int ROW_LB = ROW_TMAX > ROW_BLOCK ? ROW_TMAX : ROW_BLOCK;   // rows_kernel's largest block
 constexpr int64_t ROW_MAX_N = (int64_t)CLUSTER_MAX * ROW_TMAX * (ROW_ELEMS > LATE_ELEMS ? ROW_ELEMS : LATE_ELEMS);
@@ -233,6 +245,100 @@ __global__ void __launch_bounds__(ROW_LB) rows_kernel(const float* __restrict__ 
     if (cl > 1) cooperative_groups::this_cluster().barrier_wait();   // no block leaves while others read it
 #endif
 }
+
+// ------------------------------------------------------------------ grid path
+#if LN_CLUSTERS
+// Launched cooperatively with every block co-resident. Thread gt of TT = gridDim.x * GRID_THREADS owns
+// vectors s * TT + gt, s < S, of each row. part: B * gridDim.x block sums, each written before the
+// grid.sync() that precedes its reads.
+template <int V, int S>
+__global__ void __launch_bounds__(GRID_THREADS, 1024 / GRID_THREADS)
+grid_kernel(const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+            float* __restrict__ out, Pair* __restrict__ part, int64_t B, int64_t N, double inv_n, float eps) {
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    __shared__ float2 red[GRID_THREADS / 32];
+    __shared__ float st[2];
+    const int tid = threadIdx.x;
+    const int TT = (int)gridDim.x * GRID_THREADS, gt = (int)blockIdx.x * GRID_THREADS + tid;
+    const int nv = (int)(N / V);                        // < 2^31 (grid_launch checks)
+    for (int64_t row = 0; row < B; ++row) {
+        const float* xr = x + row * N;
+        const float k = __ldg(xr);
+        float xv[S * V];
+        #pragma unroll
+        for (int s = 0; s < S; ++s) {
+            const int vi = s * TT + gt;
+            if (vi < nv) {
+                load_vec<V, true>(xr + (int64_t)vi * V, xv + s * V);
+            } else {
+                #pragma unroll
+                for (int e = 0; e < V; ++e) xv[s * V + e] = k;
+            }
+        }
+        if (row == 0) {                                 // weight and bias into L2 while the grid syncs
+            #pragma unroll
+            for (int s = 0; s < S; ++s) {
+                const int vi = s * TT + gt;
+                if (vi < nv && ((vi * V) & 31) == 0) {   // one prefetch per 128-byte line
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(weight + (int64_t)vi * V));
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(bias + (int64_t)vi * V));
+                }
+            }
+        }
+        float s1 = 0.f, s2 = 0.f;
+        #pragma unroll
+        for (int e = 0; e < S * V; ++e) {
+            const float d = xv[e] - k;                  // 0 in unused slots (filled with k)
+            xv[e] = d;
+            s1 += d;
+            s2 += d * d;
+        }
+        s1 = warp_sum(s1);
+        s2 = warp_sum(s2);
+        if ((tid & 31) == 0) red[tid >> 5] = make_float2(s1, s2);
+        __syncthreads();
+        if (tid == 0) {
+            double a = 0.0, c = 0.0;
+            for (int w = 0; w < GRID_THREADS / 32; ++w) { a += red[w].x; c += red[w].y; }
+            part[row * gridDim.x + blockIdx.x] = Pair{a, c};
+        }
+        grid.sync();
+        if (tid < 32) {
+            double a = 0.0, c = 0.0;
+            for (unsigned j = tid; j < gridDim.x; j += 32) {
+                const double2 p = __ldcg(reinterpret_cast<const double2*>(part + row * gridDim.x + j));
+                a += p.x;
+                c += p.y;
+            }
+            a = warp_sum(a);
+            c = warp_sum(c);
+            if (tid == 0) {
+                const double dm = a * inv_n;
+                double var = c * inv_n - dm * dm;
+                if (var < 0.0) var = 0.0;
+                st[0] = (float)dm;
+                st[1] = (float)rsqrt(var + (double)eps);
+            }
+        }
+        __syncthreads();
+        const float m = st[0], rstd = st[1];
+        float* o = out + row * N;
+        #pragma unroll
+        for (int s = 0; s < S; ++s) {
+            const int vi = s * TT + gt;
+            if (vi < nv) {
+                float r[V], wl[V], bl[V];
+                load_vec<V, false>(weight + (int64_t)vi * V, wl);
+                load_vec<V, false>(bias + (int64_t)vi * V, bl);
+                #pragma unroll
+                for (int e = 0; e < V; ++e) r[e] = (xv[s * V + e] - m) * rstd * wl[e] + bl[e];
+                store_vec<V, true>(o + (int64_t)vi * V, r);
+            }
+        }
+        __syncthreads();                                // red and st are rewritten by the next row
+    }
+}
+#endif
 
 // ------------------------------------------------------------------ split path
 // grid B * P, tile-major: block (t, b) = t * B + b sums d = x - x[b, 0] over columns [t * L, (t+1) * L).
@@ -486,6 +592,56 @@ static int try_rows(const float* x, const float* weight, const float* bias, floa
     return 1;
 }
 
+#if LN_CLUSTERS
+template <int V, int S>
+static int grid_launch(const float* x, const float* weight, const float* bias, float* out, int64_t B, int64_t N,
+                       float eps, int sms, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grid_kernel<V, S>, GRID_THREADS, 0) != cudaSuccess ||
+        per_sm < 1) {
+        cudaGetLastError();
+        return 1;
+    }
+    const int64_t blocks = (int64_t)per_sm * sms;
+    if (N / V + (int64_t)blocks * GRID_THREADS * S >= 0x7fffffff) return 1;     // 32-bit vector indices
+    if ((N / V + (int64_t)GRID_THREADS * S - 1) / ((int64_t)GRID_THREADS * S) > blocks) return 1;   // too long
+    // as few blocks as hold the row at S vectors per thread, but a whole number of SMs' worth
+    int64_t used = (N / V + (int64_t)GRID_THREADS * S - 1) / ((int64_t)GRID_THREADS * S);
+    used = (used + per_sm - 1) / per_sm * per_sm;
+    if (used > blocks) used = blocks;
+    if (B * used * (int64_t)sizeof(Pair) > workspace_bytes || (uintptr_t)workspace % 16 != 0) return 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)used);
+    cfg.blockDim = dim3((unsigned)GRID_THREADS);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    Pair* part = static_cast<Pair*>(workspace);
+    const double inv_n = 1.0 / (double)N;
+    if (cudaLaunchKernelEx(&cfg, grid_kernel<V, S>, x, weight, bias, out, part, B, N, inv_n, eps) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    return 0;
+}
+
+// The smallest S (vectors per thread) whose co-resident grid holds a row: 0 launched, 1 not taken.
+template <int V, int S>
+static int grid_dispatch(const float* x, const float* weight, const float* bias, float* out, int64_t B, int64_t N,
+                         float eps, int sms, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+    if constexpr (S * V > GRID_ELEMS) {
+        return 1;
+    } else {
+        if (grid_launch<V, S>(x, weight, bias, out, B, N, eps, sms, workspace, workspace_bytes, stream) == 0) return 0;
+        return grid_dispatch<V, S * 2>(x, weight, bias, out, B, N, eps, sms, workspace, workspace_bytes, stream);
+    }
+}
+#endif
+
 template <int V>
 static int norm_launch(const float* x, const float* weight, const float* bias, const Pair* sums, float* out,
                        int64_t B, int64_t N, int64_t P, float eps, cudaStream_t stream) {
@@ -515,6 +671,17 @@ extern "C" int forward(const float* x, const float* weight, const float* bias, f
         const int rc = try_rows(x, weight, bias, out, B, N, eps, V, sms, wave_sms, stream);
         if (rc != 1) return rc == 0 ? 0 : 1;
     }
+#if LN_CLUSTERS
+    if constexpr (GRID_PATH != 0) {                       // compiled only when taken (build time)
+        if (N > ROW_MAX_N) {
+            int rc;
+            if (V == 4) rc = grid_dispatch<4, 1>(x, weight, bias, out, B, N, eps, sms, workspace, workspace_bytes, stream);
+            else if (V == 2) rc = grid_dispatch<2, 1>(x, weight, bias, out, B, N, eps, sms, workspace, workspace_bytes, stream);
+            else rc = grid_dispatch<1, 1>(x, weight, bias, out, B, N, eps, sms, workspace, workspace_bytes, stream);
+            if (rc == 0) return 0;
+        }
+    }
+#endif
     // split: P tiles per row, the per-(tile, row) sums in the workspace
     int64_t P = ((int64_t)sms * STATS_PER_SM + B - 1) / B;
     const int64_t most = (N + MIN_TILE - 1) / MIN_TILE;
