@@ -44,7 +44,7 @@ if [ "${CLOCK:-1}" = 1 ]; then
     shapes=bench > $res/eval_rows.txt 2> $res/eval_rows.trace; echo "evaluate $ck: exit $? at $(el) s"
 fi
 [ "${TESTS_AFTER_CLOCK:-0}" = 1 ] && start_tests
-(OUT=$res/s PAR=${PAR:-2} EVAL_S=200 BUDGET_S=$(( end - 200 - $(el) )) timeout $(( end - $(el) )) bash experiments/gpu_seeds.sh \
+(OUT=$res/s PAR=${PAR:-2} EVAL_S=${EVAL_S:-200} BUDGET_S=$(( end - 200 - $(el) )) timeout $(( end - $(el) )) bash experiments/gpu_seeds.sh \
    > $res/seeds.log 2>&1; echo "seeds done at $(el) s") &
 sd=$!
 if [ "${RKB:-1}" = 1 ]; then

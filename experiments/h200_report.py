@@ -9,7 +9,8 @@ report keeps the seed measured fastest (highest geomean over torch.compile): unt
 kernel in `tasks/<name>/best/`, that seed is its best kernel. Writes a summary table (one row per task), then
 per task every shape (first initialisation's numbers, `worst init` the lowest speedup over the faster torch
 baseline over its initialisations), then every table's own header, which names the commands behind it.
-Only rows of correct judgements count: a rejected seed's row says REJECTED and is skipped.
+Only rows of correct judgements count: a rejected seed's row says REJECTED and is skipped. A seed whose table
+lacks torch.compile's time on some shapes ("-") says so in the summary: its "vs best torch" is over eager there.
 """
 from __future__ import annotations
 
@@ -88,7 +89,10 @@ def report(paths: list[Path]) -> str:
         bound = sum(r["configuration"].endswith("*") for r in shapes)
         g = best["geomean"]
         others = ", ".join(f"{s} {e['geomean']['vs compile']}" for s, e in sorted(tasks[task].items()) if s != best_seed)
-        summary.append(f"| {task} | {best_seed}.cu | {len(shapes)} | {g['vs compile']} | {g['vs best']} | {eager:.2f}x | "
+        missing = sum(r["compile"] == "-" for r in shapes)
+        flag = (f" (compile not timed on {missing} of {len(shapes)} shapes: vs compile is over the rest, vs best "
+                f"torch over eager there)" if missing else "")
+        summary.append(f"| {task} | {best_seed}.cu{flag} | {len(shapes)} | {g['vs compile']} | {g['vs best']} | {eager:.2f}x | "
                        f"{g['of floor']} | {at_par} of {len(shapes)} | {bound} | {shapes[0]['source']} |")
         detail += [f"### {task}: {best_seed}.cu" + (f" (other seeds, vs compile: {others})" if others else ""), "",
                    "| shape | eager | compile | kernel | floor | of the floor | vs compile | vs best torch | worst init "

@@ -84,3 +84,19 @@ def test_the_h200_report_keeps_each_tasks_fastest_correct_seed(tmp_path, capsys)
     assert "| B=8192,(4096,) (held out) | 200.0us | 66.4us | 70.0us |" in text
     assert "| rmsnorm_fwd | not judged correct on bench yet |" in text        # a shipped task with no rows
     assert "what ran: bash experiments/gpu_seeds.sh" in text                 # the commands behind the numbers
+
+
+def test_the_h200_report_says_when_compile_was_not_timed(tmp_path, capsys):
+    """A judgement whose torch.compile baseline failed on some shapes (on the H200, a seeded worker) has "-" there;
+    the report says so beside the seed, since its "vs best torch" is over eager on those shapes."""
+    spec = importlib.util.spec_from_file_location("h200_report", ROOT / "experiments" / "h200_report.py")
+    h200 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(h200)
+    ev = evaluation(True)
+    ev = dataclasses.replace(ev, measurements=ev.measurements[:2] + (
+        dataclasses.replace(ev.measurements[2], compile=None, failure="compile: torch.compile failed: PermissionError"),))
+    seeds_table.main([str(log(tmp_path, ev))])
+    table = tmp_path / "seeds.h200.txt"
+    table.write_text(capsys.readouterr().out)
+    summary = [line for line in h200.report([table]).splitlines() if line.startswith("| layernorm_fwd |")]
+    assert len(summary) == 1 and "compile not timed on 1 of 2 shapes" in summary[0], summary
