@@ -99,6 +99,22 @@ __device__ __forceinline__ double warp_sum(double v) {
     return v;
 }
 
+// xv -= k in place (unused slots hold k, so they become 0); s1 = sum, s2 = sum of squares over the warp.
+template <int E>
+__device__ __forceinline__ void shifted_sums(float* xv, float k, float& s1, float& s2) {
+    s1 = 0.f;
+    s2 = 0.f;
+    #pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const float d = xv[e] - k;
+        xv[e] = d;
+        s1 += d;
+        s2 += d * d;
+    }
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+}
+
 // V consecutive floats at p (aligned to 4 * V bytes), optionally with an evict-first hint.
 template <int V, bool STREAM>
 __device__ __forceinline__ void load_vec(const float* p, float* r) {
@@ -177,16 +193,8 @@ __global__ void __launch_bounds__(ROW_LB) rows_kernel(const float* __restrict__ 
             for (int e = 0; e < V; ++e) xv[s * V + e] = k;
         }
     }
-    float s1 = 0.f, s2 = 0.f;
-    #pragma unroll
-    for (int e = 0; e < S * V; ++e) {
-        const float d = xv[e] - k;                      // 0 in unused slots (filled with k)
-        xv[e] = d;
-        s1 += d;
-        s2 += d * d;
-    }
-    s1 = warp_sum(s1);
-    s2 = warp_sum(s2);
+    float s1, s2;
+    shifted_sums<S * V>(xv, k, s1, s2);
     if (G > 32) {                                       // G is the same for the whole block
         if ((tid & 31) == 0) red[tid >> 5] = make_float2(s1, s2);
         __syncthreads();
@@ -285,16 +293,8 @@ grid_kernel(const float* __restrict__ x, const float* __restrict__ weight, const
                 }
             }
         }
-        float s1 = 0.f, s2 = 0.f;
-        #pragma unroll
-        for (int e = 0; e < S * V; ++e) {
-            const float d = xv[e] - k;                  // 0 in unused slots (filled with k)
-            xv[e] = d;
-            s1 += d;
-            s2 += d * d;
-        }
-        s1 = warp_sum(s1);
-        s2 = warp_sum(s2);
+        float s1, s2;
+        shifted_sums<S * V>(xv, k, s1, s2);
         if ((tid & 31) == 0) red[tid >> 5] = make_float2(s1, s2);
         __syncthreads();
         if (tid == 0) {
