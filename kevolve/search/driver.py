@@ -60,7 +60,7 @@ from kevolve.task.spec import Task, load_task
 from kevolve.tracking import make_tracker, row
 
 DUPLICATE_STREAK = 200       # proposals of a kind (knob, LLM) in a row that gave nothing new: that kind is spent
-ACTOR_RETRIES = 2            # a call lost with its actor's process is sent again this many times, then a verdict
+ACTOR_RETRIES = 2            # a call lost with its actor's process, or a harness failure, is sent again this many times
 
 
 def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> RunSummary:
@@ -457,6 +457,13 @@ class Driver(Summarising):
         for phase, t in ev.phases.items():
             self.judge_phases[phase] = self.judge_phases.get(phase, 0.0) + t
         c = job.candidate
+        if not ev.correct and harness_failure(ev) and job.retries < ACTOR_RETRIES:
+            job.retries += 1                 # the harness failed, not the kernel: judged again later, once the
+            self.store.log_event("retry", {"id": c.id, "step": job.step.value, "attempt": job.retries,
+                                           "error": (ev.failure or "")[:300]})   # GPU's other judgements moved on
+            job.step = Step.QUEUED
+            self.queue.append(job)
+            return
         self.evaluated += 1
         self.store.record_evaluation(c.id, ev, ev.eval_seconds)
         if self.pacer is not None:
@@ -604,6 +611,15 @@ class Driver(Summarising):
         """Frees this run's actors (a multirun starts the next job in the same Ray)."""
         for actor in self.evaluators + [self.mutator, self.verifier]:
             ray.kill(actor)
+
+
+def harness_failure(ev: Evaluation) -> bool:
+    """A rejection that says nothing of the kernel: the harness's own failure (`harness: …`) or the device out of
+    memory (on a GPU that other evaluators share, their buffers and cached references count; `judge` already tried
+    once more in a fresh worker). The search judges such a candidate again, `ACTOR_RETRIES` times at most, so a
+    kernel that does exhaust the memory itself still ends with its verdict."""
+    failure = ev.failure or ""
+    return "harness: " in failure or "OutOfMemoryError" in failure
 
 
 def _first_line(error: Exception) -> str:
