@@ -118,6 +118,7 @@ def test_a_workers_own_path_in_an_entry_becomes_the_next_workers(monkeypatch, tm
     assert not (longer / "triton" / "ab" / "meta").exists()
 
 
+@pytest.mark.slow
 def test_a_compile_that_fails_in_a_seeded_worker_turns_the_cache_off_and_is_judged_again(monkeypatch, tmp_path):
     """A seeded copy that breaks torch.compile (here: the worker's Inductor cache directory turned into a file, so
     nothing compiled can be written) must not cost a kernel its compile baseline: the harness turns the cache off on

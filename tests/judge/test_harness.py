@@ -355,6 +355,7 @@ def judge_source(task, name: str, options: Options, reuse: Reuse) -> Evaluation:
     return judge(task, built.lib_path, options, reuse=reuse)
 
 
+@pytest.mark.slow          # 57 s on the CI machine; on a GPU test_reuse_across_candidates_keeps_verdicts_on_gpu
 def test_reuse_keeps_every_verdict(tiny):
     """One evaluator's Reuse (spare worker, cached references, cached baselines) across a sequence of
     candidates: each hostile kernel is still rejected for its reason and the honest ones still pass."""
