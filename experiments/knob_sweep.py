@@ -16,7 +16,6 @@ then the geomeans; a variant that fails to build or is judged incorrect says why
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +27,7 @@ from kevolve.judge.reuse import Reuse
 from kevolve.operators import knobs
 from kevolve.report.tables import table
 from kevolve.task import load_task
+from kevolve.task.spec import geomean
 
 
 def variants(source: str, each: list[str], given: list[str]) -> list[tuple[str, dict]]:
@@ -116,8 +116,7 @@ def render(todo, built, evs, title: str) -> str:
                 ratios[j].append(r)
             row.append(_us(mine.kernel.median) + (f" {r:.2f}x" if r else ""))
         rows.append(row)
-    rows.append(["geomean vs best torch", ""] + [f"{math.exp(sum(map(math.log, r)) / len(r)):.2f}x" if r else "-"
-                                                  for r in ratios])
+    rows.append(["geomean vs best torch", ""] + [f"{geomean(r):.2f}x" if r else "-" for r in ratios])
     rows.append(["verdict", ""] + ["build failed" if ev is None else "correct" if ev.correct else
                                    f"rejected at {ev.stage}" for ev in evs])
     lines = [title, table(rows, header)]

@@ -45,7 +45,8 @@ DISABLED = ".disabled"                 # beside the master: this node stopped us
 def enabled(configured: str | None = None) -> bool:
     if os.environ.get("KEVOLVE_BASELINE_CACHE", "1") in ("0", "false", "no", "off"):
         return False
-    return not master(configured).with_name(master(configured).name + DISABLED).exists()
+    root = master(configured)
+    return not root.with_name(root.name + DISABLED).exists()
 
 
 def disable(reason: str, configured: str | None = None) -> None:
@@ -54,12 +55,7 @@ def disable(reason: str, configured: str | None = None) -> None:
     root = master(configured)
     root.parent.mkdir(parents=True, exist_ok=True)
     root.with_name(root.name + DISABLED).write_text(reason + "\n")
-    aside = root.with_name(f".{root.name}.dropped-{os.getpid()}")
-    try:
-        os.replace(root, aside)
-    except OSError:
-        return
-    shutil.rmtree(aside, ignore_errors=True)
+    _drop(root)
 
 
 def placeholder(worker_tmp: str) -> bytes:
@@ -100,13 +96,18 @@ def harvest(worker_tmp: str, configured: str | None = None) -> int:
                  for part in parts() if (Path(worker_tmp) / part).is_dir())
     cap = float(os.environ.get("KEVOLVE_BASELINE_CACHE_GB", "2")) * (1 << 30)
     if copied and _size(root) > cap:
-        aside = root.with_name(f".{root.name}.dropped-{os.getpid()}")
-        try:
-            os.replace(root, aside)
-        except OSError:
-            return copied
-        shutil.rmtree(aside, ignore_errors=True)
+        _drop(root)
     return copied
+
+
+def _drop(root: Path) -> None:
+    """Removes the master, moved aside first: a worker copying from it meanwhile just gets fewer files."""
+    aside = root.with_name(f".{root.name}.dropped-{os.getpid()}")
+    try:
+        os.replace(root, aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _size(root: Path) -> int:

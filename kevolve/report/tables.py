@@ -67,10 +67,9 @@ def baseline_notes(ev: Evaluation) -> list[str]:
     notes = sorted({m.failure for m in ev.measurements if m.correct and m.failure})
     lines = [f"note: {n}" for n in notes]
     timed = [m for m in ev.measurements if m.correct and m.kernel is not None]
-    have = lambda m, n: getattr(m, n) is not None  # noqa: E731
-    wanted = {n for n in ("eager", "compile") if any(have(m, n) for m in timed)
+    wanted = {n for n in ("eager", "compile") if any(m.baseline(n) for m in timed)
               or any((m.failure or "").startswith(f"{n}: ") for m in timed)}
-    lacking = [m for m in timed if not all(have(m, n) for n in wanted)]
+    lacking = [m for m in timed if not all(m.baseline(n) for n in wanted)]
     if lacking:
         lines.append(f"WARNING: {len(lacking)} of {len(timed)} timed configurations lack a torch baseline (a '-' "
                      f"above): their 'vs best' and the speedup below are over the baselines that were timed")
@@ -112,9 +111,8 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
         header, rows = config_rows(ev, label="best")
         how = ("judged again, baselines interleaved" if best.confirmed
                else "not confirmed: " + "; ".join(best.not_confirmed or ["baselines from the search"])[:300])
-        lines += [f"best kernel {best.id} ({best.operator}) on {ev.device}, {how}:", table(rows, header)]
-        lines += baseline_notes(ev)
-        lines += [
+        lines += [f"best kernel {best.id} ({best.operator}) on {ev.device}, {how}:", table(rows, header),
+                  *baseline_notes(ev),
                   f"speedup {best.speedup:.2f}x"
                   + (f" [{best.speedup_ci[0]:.2f}, {best.speedup_ci[1]:.2f}] (95%)" if best.speedup_ci else "")
                   + f" over the faster torch baseline (eager {_x(best.speedup_eager)}, "

@@ -22,7 +22,7 @@ def lost_baselines(searched: str | None, confirmed) -> str | None:
     from kevolve.judge.results import Evaluation
     before = {m.config: m for m in Evaluation.from_json(searched).measurements if m.kernel is not None}
     lost = [(m.config, name, m.failure) for m in confirmed.measurements if m.config in before
-            for name in ("eager", "compile") if getattr(before[m.config], name) is not None and getattr(m, name) is None]
+            for name in ("eager", "compile") if before[m.config].baseline(name) and not m.baseline(name)]
     if not lost:
         return None
     names = sorted({name for _, name, _ in lost})
