@@ -61,6 +61,20 @@ CASES = [
     ("__asm__(\"nop\");", "cpu", "c", "inline-assembly"),
     ("__device__ int lane() { int lane; asm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(lane)); return lane; }",
      "cuda", "c", None),                                                           # inline PTX is fine
+    # L2 eviction priority: lines kept ahead of the flush (experiments/l2_flush_probe.py)
+    ("__device__ float ld(const float* p) { float v; asm volatile(\"{ .reg .b64 q; createpolicy.fractional."
+     "L2::evict_last.b64 q, 1.0; ld.global.L2::cache_hint.f32 %0, [%1], q; }\" : \"=f\"(v) : \"l\"(p)); return v; }",
+     "cuda", "c", "l2-priority"),
+    ("__device__ float ld(const float* p) { float v; asm(\"ld.global.L2::cache_\" \"hint.f32 %0, [%1], %2;\" "
+     ": \"=f\"(v) : \"l\"(p), \"l\"(0x14f0000000000000ull)); return v; }", "cuda", "c", "l2-priority"),  # split literal
+    ("__device__ void pf(const float* p) { asm(\"prefetch.global.L2::evict_last [%0];\" :: \"l\"(p)); }",
+     "cuda", "c", "l2-priority"),
+    ("cuda::annotated_ptr<const float, cuda::access_property::persisting> a(x);", "cuda", "c", "l2-priority"),
+    ("auto q = cuda::ptx::createpolicy_fractional_L2_evict_last(1.0f);", "cuda", "c", "l2-priority"),
+    ("__device__ float ld(const float* p) { float v; asm(\"ld.global.L1::no_allocate.f32 %0, [%1];\" : \"=f\"(v) : "
+     "\"l\"(p)); return v; }", "cuda", "c", None),                               # other cache qualifiers are fine
+    ("__device__ void pf(const float* p) { asm(\"prefetch.global.L2 [%0];\" :: \"l\"(p)); }", "cuda", "c", None),
+    ("__device__ float ld(const float* p) { return __ldcs(p); }  // not evict_last", "cuda", "c", None),
     # preprocessor tricks and includes
     ("#define GE(s) get##s\nconst char* k = GE(env)(\"HOME\");", "cpu", "c", "preprocessor"),
     ("#include_next <cmath>", "cpu", "c", "preprocessor"),
