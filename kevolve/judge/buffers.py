@@ -2,10 +2,10 @@
 every call, and how a write outside them is found.
 
 `allocate` puts every buffer between two guard zones (and, on edge calls, skews it or ends it against an
-inaccessible page); `poison_all` fills outputs with NaN and the workspace, integer outputs and guard zones with
-fresh random bytes, for many buffer sets in a few device operations; `overruns` / `overruns_all` compare the
-guards bit for bit with what was written into them. Used by the worker's correctness calls and by the timing
-session (`judge.session`); all of it runs in the worker, where the kernel does.
+inaccessible page, its base not vector-aligned); `poison_all` fills outputs with NaN and the workspace, integer
+outputs and guard zones with fresh random bytes, for many buffer sets in a few device operations; `overruns` /
+`overruns_all` compare the guards bit for bit with what was written into them. Used by the worker's correctness
+calls and by the timing session (`judge.session`); all of it runs in the worker, where the kernel does.
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 GUARD = 4096                                # elements of guard before and after every buffer
 WORKSPACE_ALIGN = 16                        # bytes: the workspace's promised alignment, and its skew on edge calls
+EDGE_MISALIGN = 16                          # bytes: on edge calls no CPU input's base is a multiple of this (x86
+                                            # and NEON aligned vector loads need 16, 32 or 64; scalars need none)
 
 
 def random_bytes(n: int, device) -> "torch.Tensor":
@@ -84,7 +86,8 @@ def overruns_all(bufs: list[dict]) -> list[list[str]]:
 
 
 def _page_ended(elements: int, dtype) -> "torch.Tensor":
-    """A CPU tensor of `elements` whose last byte is followed by a PROT_NONE page."""
+    """A CPU tensor of `elements` whose last byte is followed by a PROT_NONE page (its base is page end
+    minus its bytes: `allocate` picks `elements` so that the input inside it is never `EDGE_MISALIGN`-aligned)."""
     import ctypes
     import mmap
     import torch
@@ -106,17 +109,23 @@ def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
     outputs start one element past an aligned address (the contract promises element alignment only),
     the workspace `WORKSPACE_ALIGN` bytes past one (it promises the untyped workspace 16-byte alignment,
     enough for any scalar or 16-byte vector a kernel keeps there), and both guards stay; on the CPU every
-    input instead ends against an inaccessible page, so reading one element past its end faults (a crash verdict), and its base is wherever that
-    puts it. On the GPU the caching allocator owns page placement: inputs are skewed like outputs."""
+    input instead ends against an inaccessible page, so reading past its end faults (a crash verdict), and its
+    base is never `EDGE_MISALIGN`-aligned (only element alignment is promised, so a kernel that assumes a
+    vector-aligned base from the shape faults too): where the page end would leave it aligned (its size a
+    multiple of `EDGE_MISALIGN` bytes), it ends one element short of the page instead, that element a guard
+    zone (its base then one element short of an aligned address; reading two past its end faults). On the GPU
+    the caching allocator owns page placement: inputs are skewed like outputs."""
     import torch
     t, guards = task, {}
 
     def mk(name: str, shape: tuple, dtype, role: str) -> "torch.Tensor":
         n = math.prod(shape)
         if edge and role == "input" and device == "cpu":
-            flat = _page_ended(GUARD + n, dtype)
-            guards[name] = [flat[:GUARD]]
-            return flat[GUARD:].view(shape)
+            item = torch.empty(0, dtype=dtype).element_size()
+            short = 1 if (n * item) % EDGE_MISALIGN == 0 and item < EDGE_MISALIGN else 0
+            flat = _page_ended(GUARD + n + short, dtype)
+            guards[name] = [flat[:GUARD]] + ([flat[GUARD + n:]] if short else [])
+            return flat[GUARD:GUARD + n].view(shape)
         skew = (WORKSPACE_ALIGN if role == "workspace" else 1) if edge else 0
         flat = torch.empty(GUARD + skew + n + GUARD, dtype=dtype, device=device)
         guards[name] = [flat[:GUARD + skew], flat[GUARD + skew + n:]]

@@ -2,16 +2,22 @@
 
 `confine(readable, writable, target)` applies, in order, every layer the OS grants, and returns what holds
 (`Worker.init` reports it as `info["confinement"]`):
+- its mark (`_mark`: a hard RLIMIT_RTTIME under the evaluator's, inherited by every process it starts and
+  never raised again), by which the evaluator finds and ends whatever its lineage left outside its process
+  group (`process._end_orphans`);
 - `no_new_privs`, not dumpable (no core dumps; with Landlock below, other processes of the same user can't
   open its /proc/<pid>/fd or mem), parent-death signal SIGKILL;
 - capabilities: a root worker drops all of them (bounding, ambient, effective, permitted), so it can't
   ptrace, bypass file permissions, change uids, or get them back by exec;
 - Landlock (Linux >= 5.13): files are readable only beneath the system and Python prefixes, the CUDA
   toolkit, the kernel's own build folder and the task; writable only beneath `writable` (the worker's
-  private temporary directory and its output-exchange folder) and a few character devices (`/dev/null`,
-  `/dev/nvidia*`); TCP bind/connect denied (ABI >= 4); signals and abstract unix sockets scoped to its own
-  domain (ABI >= 6). Landlock also stops a confined process from ptrace-accessing any process outside its
-  domain: another worker (the spare included) and the evaluator are out of reach through /proc;
+  private temporary directory and its output-exchange folder); of /dev only a few character devices
+  (`/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/nvidia*`), so not /dev/shm,
+  where other judgements' exchange folders are; TCP bind/connect denied (ABI >= 4); signals and abstract
+  unix sockets scoped to its own domain (ABI >= 6). Landlock also stops a confined process from
+  ptrace-accessing any process outside its domain: another worker (the spare included) and the evaluator
+  are out of reach through /proc (fds, memory, maps, environment). /proc itself stays readable: no PID
+  namespace is used, so a worker still sees every process's pid, stat, status and cmdline;
 - seccomp (x86-64): no socket but AF_UNIX, no connect, no ptrace / process_vm_* / pidfd / kcmp, no io_uring,
   no namespaces or mounts, no setsid/setpgid (children stay in the process group the evaluator kills), no
   timer_create (SIGEV_THREAD timers start threads), no bpf / perf / userfaultfd / keyrings / modules; kill,
@@ -19,14 +25,18 @@
   answered ENOSYS so glibc falls back to clone, whose flags the filter can read. Threads (clone with
   CLONE_THREAD) stay allowed: OpenMP and the CUDA runtime create them lazily, after load — the symbol
   check (`judge.symbols`) is what keeps a kernel from creating its own;
-- rlimits on the cpu target: address space, CPU seconds, file size, no core files.
+- rlimits on the cpu target: address space, CPU seconds (soft: SIGXCPU; hard 5 s later: SIGKILL), file
+  size, no core files — the values its evaluator chose (`process.WorkerProcess.limits`, passed in
+  `KEVOLVE_WORKER_LIMITS`): the address space bounds what a kernel can map, the CPU seconds follow the
+  judgement's timeout.
 
 Not denied by this first filter: fork and exec, which torch.compile (the baseline the clock times in this
 same process) needs to run the C++ compiler, ptxas and its own worker processes. `seal()` denies both once
 the baselines are compiled and before the kernel is loaded — dlopen's initialisers and a torch extension's
 module init are the kernel's first code — so no process the kernel could start ever exists. Where the seal
 is missing, a process the kernel starts inherits every layer above (seccomp and Landlock cannot be shed,
-capabilities are gone, it cannot leave the process group) and dies with it.
+capabilities are gone, it cannot leave the process group) and dies with it; where seccomp is missing
+altogether it can leave the group (setsid), and is still ended with the judgement by its mark.
 On a machine that denies a layer (no Landlock, seccomp disabled, not x86-64) the rest still apply, the
 report says which one is missing, and the static rules and the symbol check remain; without Landlock,
 files the user can write are writable by a kernel that reaches libc by address arithmetic, and a sibling
@@ -50,13 +60,19 @@ _libc.syscall.restype = ctypes.c_long
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 NR = {"landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446, "capset": 126}
-READ_ONLY = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/opt")
+READ_ONLY = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/opt")
+# the only device nodes (with /dev/nvidia*) a worker may open: not /dev as a whole, which holds /dev/shm (every
+# judgement's output-exchange folder, `exchange.files_root`; a worker is given its own folder only), raw disks
+# and the kernel log
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+MARK_RTTIME_US = 1 << 32      # a confined worker's hard RLIMIT_RTTIME at most: how its evaluator knows its lineage
+LIMITS_ENV = "KEVOLVE_WORKER_LIMITS"   # the rlimits its evaluator chose (`process.WorkerProcess.limits`), JSON
 
 
 def confine(readable: list[str], writable: list[str], target: str, limits: dict | None = None) -> dict:
     """Applies every layer it can; returns {layer: what holds} and `missing`: {layer: why not}."""
     report: dict = {"missing": {}}
+    _mark()
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -69,8 +85,32 @@ def confine(readable: list[str], writable: list[str], target: str, limits: dict 
             report[name] = None
             report["missing"][name] = str(e)
     if target == "cpu":
-        report["rlimits"] = _rlimits(limits or {})
+        report["rlimits"] = _rlimits(limits if limits is not None else _chosen_limits())
     return report
+
+
+def _mark() -> None:
+    """Lowers the hard RLIMIT_RTTIME (CPU time a real-time-scheduled thread may use without blocking: no
+    effect on this process, which schedules nothing real-time) below the evaluator's, which this process
+    inherited: to `MARK_RTTIME_US`, or one less where the evaluator's is lower. Every process this one starts
+    inherits it and, unprivileged, can lower it but never raise it, so a hard limit under the evaluator's own
+    marks the worker's lineage: the evaluator finds a kernel's child that left the worker's process group by it
+    (`process._end_orphans`)."""
+    inf = resource.RLIM_INFINITY
+    soft, hard = resource.getrlimit(resource.RLIMIT_RTTIME)
+    if hard == 0:
+        return                                                # nothing lower: the evaluator sweeps nothing
+    mark = MARK_RTTIME_US if hard == inf else min(hard - 1, MARK_RTTIME_US)
+    resource.setrlimit(resource.RLIMIT_RTTIME, (mark if soft == inf else min(soft, mark), mark))
+
+
+def _chosen_limits() -> dict:
+    import json
+    try:
+        chosen = json.loads(os.environ.get(LIMITS_ENV) or "{}")
+    except ValueError:
+        chosen = {}
+    return chosen if isinstance(chosen, dict) else {}
 
 
 def _prctl(option: int, arg: int) -> None:

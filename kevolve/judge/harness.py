@@ -60,7 +60,8 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
 
     `reuse` (an evaluator's, kept across its judgements) supplies a worker started in advance, cached
     float64 references and recently timed baselines; none of it is shared with, or reachable by, a kernel.
-    `fresh_baselines` times the baselines interleaved with this kernel even when recent times are known."""
+    `fresh_baselines` times the baselines (before the kernel loads, and interleaved with it) even when recent
+    times are known."""
     start = time.perf_counter()
     configs = task.configs(options.shapes)
     base = dict(task=task.name, target=options.target, abi=options.abi, shapes=options.shapes, compiled=True)
@@ -131,7 +132,8 @@ def _out_of_device_memory(ev: Evaluation) -> bool:
     cached), so a correct kernel would be rejected for its neighbours' memory: `judge` runs it once more in a
     fresh worker. A kernel that itself needs more memory than the device has fails both times. (torch raises
     OutOfMemoryError for device allocations; the CPU target's limits are the worker's own rlimits.)"""
-    return not ev.correct and ev.stage in ("correctness", "timing") and "OutOfMemoryError" in (ev.failure or "")
+    harness = ev.stage == "load" and (ev.failure or "").startswith("harness:")   # timing the baselines first
+    return not ev.correct and (ev.stage in ("correctness", "timing") or harness) and "OutOfMemoryError" in (ev.failure or "")
 
 
 def _judge(task: Task, lib_path: str, options: Options, module: str | None, reuse: Reuse | None,
@@ -188,6 +190,13 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
                 return verdict(CACHE_RETRY, f"harness: torch.compile failed in a worker seeded from the node's "
                                             f"baseline cache ({failed[0][:300]}); the cache is now off on this node")
             baseline_cache.harvest(worker.tmp, options.cache_dir)   # before the kernel loads: nothing of it
+        checker = Checker(task, options, clock, reuse.references if reuse else None)
+        try:
+            failure = _time_baselines(worker, checker, configs, options, plan, clock, known)
+        except WorkerDied as e:
+            failure = f"the worker died timing the torch baselines, before the kernel loaded: {e.kind}: {e.detail}"
+        if failure:
+            return verdict("load", f"harness: {failure}")
         with clock("seal"):
             worker.call("seal", 60)
         try:
@@ -197,7 +206,6 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             loaded = {"error": f"{e.kind}: {e.detail}"}
         if "error" in loaded:
             return verdict("load", f"load error: {loaded['error']}")
-        checker = Checker(task, options, clock, reuse.references if reuse else None)
         for i, cfg in enumerate(bar(configs, "checking")):
             m = checker.check_config(worker, i, cfg)
             measurements.append(m)
@@ -207,7 +215,7 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             worker.call("release", 60)
         if options.time_kernel:
             done, wrong, baselines_reused, ci = _time_all(worker, task, configs, measurements, options, bandwidth,
-                                                          checker, clock, known, plan)
+                                                          checker, clock, plan)
             if wrong is not None:
                 return verdict("timing", f"{wrong.config}: {wrong.failure}", done + [wrong])
             measurements, speedup_ci = done, ci
@@ -220,8 +228,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
 
 def _baseline_plan(configs, options: Options, known_baselines: BaselineTimes | None) -> dict[int, dict]:
     """Per configuration to time: the baseline times this evaluator already has (`known`, reused) or the
-    baselines to time with the kernel (`wanted`, compiled by `prepare` before the kernel loads). Decided once,
-    before the seal, so no baseline needs compiling after it."""
+    baselines to time now (`wanted`: compiled by `prepare` and timed by `_time_baselines`, both before the
+    kernel loads). Decided once, before the seal, so no baseline needs compiling after it."""
     if not options.time_kernel:
         return {}
     plan = {}
@@ -231,11 +239,37 @@ def _baseline_plan(configs, options: Options, known_baselines: BaselineTimes | N
     return plan
 
 
+def _time_baselines(worker: WorkerProcess, checker: Checker, configs, options: Options, plan: dict[int, dict],
+                    clock: Phases, known_baselines: BaselineTimes | None) -> str | None:
+    """Times every configuration's `wanted` baselines alone, in this worker before the kernel's library is
+    loaded, as each entry's `clean` times: no code of the candidate has run in the process yet, so nothing it
+    does can have slowed torch down. A kernel that reaches CPython by pointer arithmetic (no static layer can
+    stop that in C) could otherwise patch torch beside its own calls and inflate its speedup
+    (`tests/adversarial/test_inprocess.py`). `_time_all` then times them again interleaved with the kernel and
+    counts, per baseline, the faster of the two; `known_baselines` (the evaluator's `Reuse`, which later
+    candidates' speedups use) is fed from the clean times only. Returns the harness's failure, if any."""
+    for i, p in sorted(plan.items()):
+        if not p["wanted"]:
+            continue
+        cfg = configs[i]
+        with clock("time"):
+            t = timed.time_config(worker, checker, cfg, i, options, p["wanted"], kernel=False)
+        if t.failure:
+            return f"{cfg.id}: timing the torch baselines before the kernel loaded failed: {t.failure}"
+        p["clean"] = Baselines.of(t, p["wanted"], p["notes"])
+        if known_baselines is not None:
+            known_baselines.put(cfg.id, p["clean"])
+    return None
+
+
 def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Measurement], options: Options,
-              bandwidth: float, checker: Checker, clock: Phases, known_baselines: BaselineTimes | None,
+              bandwidth: float, checker: Checker, clock: Phases,
               plan: dict[int, dict]) -> tuple[list[Measurement], Measurement | None, bool, tuple | None]:
     """Times one configuration per (shape, init) — per shape with time_inits="first" — the first seed's.
-    Baselines timed recently by this evaluator (`known_baselines`) are reused, and only the kernel is timed.
+    Baselines timed recently by this evaluator (`plan`'s `known`) are reused, and only the kernel is timed;
+    otherwise they are timed interleaved with it and each counts at the faster of that and its `clean` time
+    from before the kernel loaded (`_time_baselines`), so a kernel that slows torch in its own process gains
+    nothing by it. The rounds are fixed from the baselines' time, never the kernel's.
     Every timed call of the kernel is checked (`judge.timed`); a time under 0.8× the memory floor is a
     rejection, one under the floor is timed again. Returns the measurements, the configuration that failed
     (a wrong timed call, an impossible time), whether baseline times were reused, and the speedup's 95%
@@ -247,10 +281,12 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
             continue
         known, wanted, notes = plan[i]["known"], plan[i]["wanted"], plan[i]["notes"]
         reused = reused or known is not None
+        clean = plan[i].get("clean")
+        slowest = (known or clean).slowest_ms if known or clean else None
         floor_ms = task.floor(cfg.size_dict) / (bandwidth * 1e9) * 1e3 if bandwidth else None
         for attempt in (1, 2):                        # near the floor, or an outside-clock near miss: once more
             with clock("time"):
-                t = timed.time_config(worker, checker, cfg, i, options, wanted, baseline_ms=known and known.slowest_ms)
+                t = timed.time_config(worker, checker, cfg, i, options, wanted, baseline_ms=slowest)
             if t.failure:
                 return out, _failed(m, t.failure, t.checked_calls), reused, None
             kernel_ms = Stats.of(t.samples["kernel"]).median
@@ -262,9 +298,7 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
                                    f"memory floor ({floor_ms * 1e3:.1f} us at {bandwidth:.0f} GB/s): no kernel moves "
                                    f"{task.floor(cfg.size_dict)} bytes that fast — work skipped, or hidden from the "
                                    "clock", t.checked_calls), reused, None
-        base = known or Baselines.of(t, wanted, notes)
-        if known_baselines is not None and not known:
-            known_baselines.put(cfg.id, base)
+        base = known or Baselines.of(t, wanted, notes).faster(clean)
         mine = Measurement(**{**m.__dict__, "kernel": Stats.of(t.samples["kernel"]), "floor_ms": floor_ms,
                               "checked_calls": t.checked_calls})
         out.append(base.apply(mine, t))
@@ -324,7 +358,9 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
             module_b: str | None = None) -> Comparison:
     """Times two built kernels paired and interleaved in one fresh worker, on the same fresh inputs, every
     call of both checked, on the configurations `judge` would time. For the search: a candidate replaces
-    the best only if `Comparison.faster == "a"` (a = candidate, b = incumbent)."""
+    the best only if `Comparison.faster == "a"` (a = candidate, b = incumbent). The result is made once the
+    worker is closed: a worker that dies by a signal at teardown (or does not exit when asked) makes it a
+    failure, as `judge` makes such a pass a `teardown` crash."""
     start = time.perf_counter()
     configs = task.configs(options.shapes)
     files = Path(tempfile.mkdtemp(prefix="kevolve-", dir=exchange.files_root()))
@@ -338,7 +374,9 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
         return Comparison(**base, configs=tuple(ids), ratios=ratios, ratio=None if failure else noise.geomean_ratio(pairs),
                           ci=ci, indistinguishable=bool(ci and ci[0] <= 1.0 <= ci[1]), clock=clocks,
                           failure=failure, device=device, seconds=time.perf_counter() - start)
-    try:
+
+    def compared() -> str | None:          # the comparison's failure, if any
+        nonlocal device
         info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_a, abi=options.abi,
                            target=options.target, module=module_a, exchange=str(files), threads=options.threads,
                            also=[lib_b], load=False)
@@ -346,11 +384,11 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
             worker.call("seal", 60)        # no baselines to compile: sealed before either kernel's code runs
             info = {**info, **worker.call("load", options.timeout + 60)}
         if "error" in info:
-            return result(f"kernel a: load error: {info['error']}")
+            return f"kernel a: load error: {info['error']}"
         device = info["device"]
         other = worker.call("load_other", options.timeout + 60, lib=lib_b, module=module_b)
         if "error" in other:
-            return result(f"kernel b: load error: {other['error']}")
+            return f"kernel b: load error: {other['error']}"
         worker.call("set_configs", 60, shapes=options.shapes)
         if options.target == "cuda":
             ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
@@ -365,13 +403,19 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
                 if t.failure or not t.near:
                     break
             if t.failure:
-                return result(f"{configs[i].id}: {t.failure}")
+                return f"{configs[i].id}: {t.failure}"
             ids.append(configs[i].id)
             pairs.append((t.samples["kernel"], t.samples["other"]))
             clocks[configs[i].id] = {"a": t.clock["kernel"], "b": t.clock["other"]}
-        return result()
-    except WorkerDied as e:
-        return result(f"{e.kind}: {e.detail}")
-    finally:
-        worker.close()
+        return None
+    try:
+        try:
+            failure = compared()
+        except WorkerDied as e:
+            failure = f"{e.kind}: {e.detail}"
+    finally:                               # the worker's whole process group ends before the result is made
+        ended = worker.close()
         shutil.rmtree(files, ignore_errors=True)
+    if ended and failure is None:          # a death by signal at teardown is a crash, not a comparison
+        failure = f"crash: {ended}"
+    return result(failure)

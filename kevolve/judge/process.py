@@ -8,9 +8,11 @@ tail is kept for the verdict's log. Each worker gets a private temporary directo
 torch/Triton/CUDA caches point into it, so nothing one candidate writes is read by the next) that the
 worker's confinement (`judge.confine`) makes the only place it may write besides the output exchange.
 `close()` always ends the worker's whole process group — also after a normal exit, so a child the kernel
-left behind dies with the judgement (confined workers cannot leave the group: setsid/setpgid are denied) —
-removes the private directory, and returns how the worker ended if that was not a clean exit when asked
-(a death by signal at teardown is a crash verdict, see `harness.judge`).
+left behind dies with the judgement — then every process the worker's lineage left outside the group
+(`_end_orphans`: where seccomp is missing a kernel's child can setsid or setpgid; this process is their
+child subreaper, so they become its children when the worker dies, and the worker's mark, `confine._mark`,
+tells them from any other child), removes the private directory, and returns how the worker ended if that
+was not a clean exit when asked (a death by signal at teardown is a crash verdict, see `harness.judge`).
 Not guaranteed: anything about what the worker computed — `checks` decides that.
 """
 from __future__ import annotations
@@ -30,6 +32,7 @@ import time
 
 from kevolve import ROOT
 from kevolve.judge import build as builder
+from kevolve.judge.confine import LIMITS_ENV
 from kevolve.judge.options import Options
 from kevolve.judge import cpus
 from kevolve.judge.sandbox import clean_env
@@ -58,20 +61,40 @@ class WorkerProcess:
                 self.cpus = cpus.claim(options.threads)
                 extra.update({cpus.ENV: self.cpus.env(), "OMP_NUM_THREADS": str(options.threads)})
         _not_dumpable()
+        _subreaper()
         self.tmp = tempfile.mkdtemp(prefix="kevolve-worker-")
         open(os.path.join(self.tmp, ".kevolve-worker"), "w").close()
         for var, sub in (("TMPDIR", ""), ("HOME", ""), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
                          ("TRITON_CACHE_DIR", "triton"), ("CUDA_CACHE_PATH", "nv"), ("XDG_CACHE_HOME", "cache")):
             extra[var] = os.path.join(self.tmp, sub) if sub else self.tmp
-        self.proc = subprocess.Popen([sys.executable, *self.command()], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(extra),
-                                     start_new_session=True, cwd=self.tmp)
+        extra[LIMITS_ENV] = json.dumps(self.limits(options))
+        with _LOCK:                                       # no orphan sweep sees it before it is known as ours
+            self.proc = subprocess.Popen([sys.executable, *self.command()], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(extra),
+                                         start_new_session=True, cwd=self.tmp)
+            _LIVE.add(self.proc.pid)
         self.pgid = self.proc.pid                         # its own session and group, led by the worker
         self.stderr = collections.deque(maxlen=256)       # the tail only: a kernel may print without end
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)
+
+    @staticmethod
+    def limits(options: Options) -> dict:
+        """The cpu worker's rlimits, which its confinement applies before any kernel loads (`confine._rlimits`):
+        CPU seconds from the judgement's timeout (`cpu_seconds`: 10 minutes for torch's import and the
+        baselines' compilation plus 10× the timeout, on every CPU the worker may use; SIGXCPU, and SIGKILL
+        5 s later), and its address space (`address_space`: 16 GiB plus 256 MiB per CPU for two thread pools'
+        stacks and allocator arenas, or half the machine's memory where that is more; a torch CPU worker that
+        compiled its baselines maps about 5 GiB, see README). The CUDA target gets neither: the CUDA runtime
+        reserves address space far beyond any such bound, and a synchronising host thread spins."""
+        if options.target != "cpu":
+            return {}
+        n = options.threads or len(os.sched_getaffinity(0)) or 1
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return {"cpu_seconds": int(n * (600 + 10 * options.timeout)),
+                "address_space": max((16 << 30) + n * (256 << 20), ram // 2)}
 
     def command(self) -> list[str]:
         """What the worker's Python runs (tests start a fault-injecting worker through a subclass; nothing in
@@ -126,12 +149,16 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """Kills the worker's whole process group, whether or not the worker itself is still alive (its
-        children keep the group after it exits), and reaps the worker."""
+        children keep the group after it exits), reaps the worker, then ends whatever its lineage left
+        outside the group (`_end_orphans`)."""
         try:
             os.killpg(self.pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
+        with _LOCK:
+            _LIVE.discard(self.proc.pid)
+            _end_orphans()
 
     def close(self) -> str | None:
         """Asks the worker to exit, then ends its process group and removes its private directory. Returns
@@ -154,6 +181,105 @@ class WorkerProcess:
         if self.cpus is not None:
             self.cpus.release()
         return ended
+
+
+PR_SET_CHILD_SUBREAPER = 36
+_LIVE: set[int] = set()                 # this process's workers (spares included) not yet reaped
+_LOCK = threading.Lock()                # held while a worker starts and while orphans are swept
+_SUBREAPER: bool | None = None
+
+
+def _subreaper() -> bool:
+    """Makes this process (the evaluator: the CLI, a Ray actor) its workers' child subreaper, once for its life:
+    a process left behind by a worker's lineage — a kernel's child that left the worker's process group,
+    possible where seccomp is missing — becomes this process's child when its parent dies, instead of init's,
+    so `_end_orphans` can find it, kill it and reap it. Not inherited by this process's other children."""
+    global _SUBREAPER
+    if _SUBREAPER is None:
+        import ctypes
+        try:
+            _SUBREAPER = ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            _SUBREAPER = False
+    return _SUBREAPER
+
+
+def _end_orphans(limit_s: float = 5.0) -> int:
+    """Kills and reaps every process a worker of this process left behind, with all its descendants; returns
+    how many of this process's children it reaped. A child of this process is one only if it is no live
+    worker of ours (`_LIVE`), is in a session other than ours (a worker starts its own session, and no
+    descendant of it can ever join ours) and carries the mark every confined worker gives itself before a
+    kernel loads (`confine._mark`: a hard RLIMIT_RTTIME under this process's own, which an unprivileged
+    process can lower but never raise) — so this process's other children (compilers, Ray's, the user's)
+    are never touched. Repeats until none is left (each kill hands the killed process's children to this
+    one), for at most `limit_s` seconds. Sweeps nothing where this process is no subreaper or its own
+    RLIMIT_RTTIME leaves no room for a mark. Called with `_LOCK` held, so no worker starts meanwhile."""
+    own = _rttime_hard("self")
+    if not _SUBREAPER or not own:
+        return 0
+    me, session = os.getpid(), os.getsid(0)
+    reaped, deadline = 0, time.monotonic() + limit_s
+    while True:
+        table = _processes()
+        roots = [p for p, (_, parent, sid) in table.items()
+                 if parent == me and p not in _LIVE and sid != session and _marked(p, own)]
+        if not roots or time.monotonic() > deadline:
+            return reaped
+        below: dict[int, list[int]] = {}
+        for p, (_, parent, _) in table.items():
+            below.setdefault(parent, []).append(p)
+        tree, todo = set(), list(roots)
+        while todo:
+            p = todo.pop()
+            if p not in tree:
+                tree.add(p)
+                todo += below.get(p, [])
+        for p in tree:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for p in roots:
+            try:
+                done, _ = os.waitpid(p, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            if done:
+                reaped += 1
+        time.sleep(0.005)
+
+
+def _processes() -> dict[int, tuple[str, int, int]]:
+    """Every process's state, parent and session, from /proc/<pid>/stat."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            out[int(name)] = (fields[0].decode(), int(fields[1]), int(fields[3]))
+        except (OSError, IndexError, ValueError):
+            pass                                      # ended meanwhile
+    return out
+
+
+def _marked(pid: int, own: float) -> bool:
+    """A hard RLIMIT_RTTIME under this process's own: a confined worker's lineage (`confine._mark`)."""
+    hard = _rttime_hard(pid)
+    return hard is not None and hard < own
+
+
+def _rttime_hard(pid: int | str) -> float | None:
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            for line in f:
+                if line.startswith("Max realtime timeout"):
+                    hard = line.split()[4]
+                    return float("inf") if hard == "unlimited" else float(hard)
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
 
 
 def _not_dumpable() -> None:

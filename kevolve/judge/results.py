@@ -92,7 +92,7 @@ class Evaluation:
     device: str = ""
     bandwidth_gbs: float | None = None
     phases: dict = field(default_factory=dict, compare=False)  # seconds per judging phase (see harness.judge)
-    baselines_reused: bool = False  # baseline times from this evaluator's recent judgements, not interleaved
+    baselines_reused: bool = False  # baseline times from this evaluator's recent judgements, not timed afresh
     log: str = field(default="", compare=False)
     speedup_ci: tuple | None = None  # 95% bootstrap interval of `speedup` over the timed samples (judge.noise)
 

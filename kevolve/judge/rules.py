@@ -11,9 +11,10 @@ Then on the *preprocessed* token stream (`judge.tokens`: the toolchain's own pre
 flags, then a real C++ tokenizer): every identifier of the user's file (tokens of system headers are skipped
 by the line markers, but a header's macro expanded in user code is user code) is looked up in the
 vocabulary below — any use, not only `name(`: taking its address, `(f)(x)`, a `(` on the next line, a
-macro; members (`x.open`, `p->write`) are not uses. Token sequences catch `std::thread` and friends,
-attributes however spelled (`__attribute__((__constructor__))`, `[[gnu::constructor]]`, `alias`, `section`),
-asm labels and file-scope asm, `extern "C"` declarations other than the entry point (however spelled), and
+macro; members (`x.open`, `p->write`) are not uses, except the fields of an access-policy window
+(`MEMBERS_FORBIDDEN`: `.accessPolicyWindow`, `.hitProp`, `.missProp`, `.hitRatio`). Token sequences catch
+`std::thread` and friends, attributes however spelled (`__attribute__((__constructor__))`,
+`[[gnu::constructor]]`, `alias`, `section`), asm labels and file-scope asm, `extern "C"` declarations other than the entry point (however spelled), and
 `#pragma`s outside an allow-list (`#pragma weak`, `redefine_extname` bind names).
 
 Guarantees: `check(source, target, abi)` returns a `Verdict`; `ok=False` carries every violated rule with its
@@ -34,10 +35,19 @@ VOCABULARY: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {
                frozenset("thrd_create thrd_detach clone clone3 timer_create sigevent this_thread "
                          "call_once".split()),
                ("pthread_", "__gthread", "__gthrw", "__pthread")),
-    "host-callback": ("runs host code on a CUDA runtime thread, outside the call",
+    "host-callback": ("runs host code on a CUDA runtime thread, outside the call (a host function, stream "
+                      "callback, graph host node or user object): do all host work inside forward itself; graphs "
+                      "may hold kernel, memset, memcpy, event and empty nodes (cudaGraphAddKernelNode..., or stream "
+                      "capture), not generic nodes (cudaGraphAddNode, cudaGraphNodeParams)",
                       frozenset("cudaLaunchHostFunc cudaStreamAddCallback cuLaunchHostFunc cuStreamAddCallback "
                                 "cudaUserObjectCreate cuUserObjectCreate cudaGraphAddHostNode "
-                                "cudaGraphHostNodeSetParams cudaGraphExecHostNodeSetParams".split()), ()),
+                                "cudaGraphHostNodeSetParams cudaGraphExecHostNodeSetParams cudaGraphHostNodeGetParams "
+                                "cudaGraphAddNode cudaGraphAddNode_v2 cudaGraphNodeSetParams "
+                                "cudaGraphExecNodeSetParams "
+                                "cudaGraphNodeParams cudaHostNodeParams cudaHostNodeParamsV2 cudaHostFn_t "
+                                "cudaGraphNodeTypeHost cuGraphAddHostNode cuGraphAddNode cuGraphAddNode_v2 "
+                                "cuGraphNodeSetParams cuGraphExecNodeSetParams CUDA_HOST_NODE_PARAMS "
+                                "CUDA_HOST_NODE_PARAMS_v2 CUgraphNodeParams CUhostFn".split()), ()),
     "process": ("starts or replaces a process",
                 frozenset("fork vfork _Fork execl execlp execle execv execvp execvpe execve fexecve execveat system "
                           "popen pclose daemon wait waitpid wait3 wait4 waitid".split()), ("posix_spawn",)),
@@ -89,12 +99,21 @@ VOCABULARY: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {
                                "cudaDeviceSetCacheConfig cudaDeviceSetSharedMemConfig cudaDeviceSetMemPool "
                                "cudaCtxResetPersistingL2Cache cudaSetValidDevices cudaDeviceFlushGPUDirectRDMAWrites "
                                "cudaIpcOpenMemHandle cudaIpcGetMemHandle cudaIpcOpenEventHandle".split()), ()),
-    "persisting-l2": ("pins data in persisting L2 (an access-policy window survives the cache flush the clock relies on)",
-                      frozenset("cudaStreamSetAttribute cudaGraphKernelNodeSetAttribute accessPolicyWindow "
+    "persisting-l2": ("pins data in persisting L2 (an access-policy window survives the cache flush the clock "
+                      "relies on): launch without an access-policy window and leave the persisting-L2 set-aside to "
+                      "the harness; cudaLaunchKernelEx with other attributes (cluster dimensions, a cooperative "
+                      "launch) is fine",
+                      frozenset("cudaStreamSetAttribute cudaStreamCopyAttributes cudaGraphKernelNodeSetAttribute "
+                                "cudaGraphKernelNodeCopyAttributes accessPolicyWindow hitProp missProp hitRatio "
                                 "cudaAccessPolicyWindow cudaLaunchAttributeAccessPolicyWindow "
                                 "cudaStreamAttributeAccessPolicyWindow cudaKernelNodeAttributeAccessPolicyWindow "
-                                "cudaAccessPropertyPersisting cudaLimitPersistingL2CacheSize "
-                                "cudaCtxResetPersistingL2Cache".split()), ()),
+                                "cudaAccessProperty cudaAccessPropertyPersisting cudaAccessPropertyStreaming "
+                                "cudaAccessPropertyNormal cudaLimitPersistingL2CacheSize "
+                                "cudaCtxResetPersistingL2Cache cuStreamSetAttribute cuStreamCopyAttributes "
+                                "cuGraphKernelNodeSetAttribute cuGraphKernelNodeCopyAttributes CUaccessPolicyWindow "
+                                "CUaccessPolicyWindow_st CUaccessProperty CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW "
+                                "CU_ACCESS_PROPERTY_PERSISTING CU_LIMIT_PERSISTING_L2_CACHE_SIZE "
+                                "cuCtxResetPersistingL2Cache".split()), ()),
     "l2-priority": ("keeps data in L2 ahead of other lines (an evict_last cache policy or a persisting access "
                     "property outlasts the flush before every timed call); use plain or evict-first loads",
                     frozenset("annotated_ptr access_property apply_access_property associate_access_property".split()),
@@ -110,6 +129,10 @@ L2_PRIORITY_TEXT = re.compile(r"evict_last|createpolicy|cache_hint")
 STD_ONLY = {"thread": "thread", "jthread": "thread", "async": "thread", "filesystem": "file", "system": "process",
             "getenv": "environment", "exit": "process-exit", "quick_exit": "process-exit", "abort": "process-exit"}
 MEMBERS_OK = {"remove"}                   # std::remove is the algorithm; the file function needs no qualifier
+# members that are uses too: the fields of an access-policy window (`attr.val.accessPolicyWindow.hitProp = ...`, a
+# designated `.hitRatio = 1`) exist only to pin lines in persisting L2, and a window set through them needs no
+# forbidden type or call (cudaLaunchKernelEx with a numeric attribute id)
+MEMBERS_FORBIDDEN = frozenset("accessPolicyWindow hitProp missProp hitRatio".split())
 ATTRIBUTES = {"constructor": "constructor", "destructor": "constructor", "init_priority": "constructor",
               "section": "constructor", "alias": "symbol-alias", "weakref": "symbol-alias",
               "ifunc": "symbol-alias", "symver": "symbol-alias", "weak": "symbol-alias"}
@@ -319,7 +342,7 @@ def token_violations(toks: list, target: str) -> list[tuple[str, int, str]]:
                 out.extend(_extern_c_problems(toks, i + 1))
             elif prev is not None and prev.text == "::" and t.text in ("exec", "eval", "eval_file", "import"):
                 out.append(("python", t.line, VOCABULARY["python"][0]))
-            elif not member:
+            elif not member or t.text in MEMBERS_FORBIDDEN:
                 rule = _forbidden(t.text, qualified_std)
                 if rule:
                     out.append((rule, t.line, VOCABULARY[rule][0]))

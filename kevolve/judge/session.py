@@ -23,7 +23,7 @@ import contextlib
 import math
 import time
 
-from kevolve.judge import buffers, exchange, timing
+from kevolve.judge import buffers, exchange, l2, timing
 
 
 class KernelFailed(RuntimeError):
@@ -189,9 +189,14 @@ class Session:
         order = names[k:] + names[:k]
         self.round += 1
         hollow = set(hollow) & set(names)
+        if self.cuda:                   # set-aside 0 before every round: a persisting access-policy window (which
+            l2.reset_persisting_l2()    # a launch attribute can carry unnamed) keeps nothing in L2 past the flush
         with self._span("timed calls"):
             times = self._cuda_round(order, hollow) if self.cuda else self._cpu_round(order, hollow)
             self.w._sync()
+        if self.cuda and l2.persisting_l2_limit():
+            raise KernelFailed("the persisting-L2 set-aside was raised during a timed round (a kernel may not "
+                               "reserve L2 for its own data: the judge flushes L2 before every timed call)")
         with self._span("export"):
             self._store_returned()                       # a hollow kernel's stale results too: the same work
             reply = self._export(variants, f"round {self.round}")

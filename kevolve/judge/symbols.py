@@ -4,10 +4,15 @@ The static rules read spelling; this reads what the linker made of it. `check(li
 or a reason (`symbol: ...`) when the library
 - imports a dynamic symbol outside the target's allow-list (libm, memory and printf-style output, OpenMP's
   `GOMP_*`/`omp_*`, the C++ runtime pieces templates need, and on cuda the CUDA runtime calls a kernel
-  needs: launches, async memset/memcpy, errors, attributes, occupancy, streams, events, graphs). `Py*`,
-  `pthread_*`, `fork`/`exec*`/`system`, files, sockets, `dlopen`/`dlsym`, sleeps, signals, timers,
-  `cudaGetDriverEntryPoint*`, host callbacks, persisting-L2 attributes are rejected whatever the source
-  spelled (a macro, an asm label, a header's inline function);
+  needs: launches (`cudaLaunchKernelExC` included: thread-block clusters), async memset/memcpy, errors,
+  function and device attributes, occupancy, streams, events, stream capture and the graph calls named in
+  `CUDA_GRAPH`). `Py*`, `pthread_*`, `fork`/`exec*`/`system`, files, sockets, `dlopen`/`dlsym`, sleeps,
+  signals, timers, `cudaGetDriverEntryPoint*`, host callbacks and host or generic graph nodes
+  (`cudaGraphAddNode`, `cudaGraph(Exec)NodeSetParams`), stream and graph-kernel-node attributes (the
+  access-policy window), the persisting-L2 limit are rejected whatever the source spelled (a macro, an asm
+  label, a header's inline function). An access-policy window passed as a launch attribute to
+  `cudaLaunchKernelExC` imports nothing new: the static rules (`persisting-l2`) and the worker's reset of
+  the persisting-L2 set-aside around each timed round (`judge.l2`) are the layers for it;
 - runs code at load or unload: an `.init_array`/`.fini_array`/`.ctors`/`.dtors`/`.preinit_array` entry other
   than the toolchain's own (`frame_dummy`, `__do_global_dtors_aux`, nvcc's `__sti____cudaRegisterAll`) — a
   global object with a constructor or destructor, `__attribute__((constructor))` however spelled;
@@ -61,8 +66,29 @@ CUDA = set("""__cudaRegisterFatBinary __cudaRegisterFatBinaryEnd __cudaUnregiste
     cudaStreamGetCaptureInfo cudaMalloc cudaFree cudaMallocAsync cudaFreeAsync cudaMemGetInfo
     cudaPointerGetAttributes cudaDriverGetVersion cudaRuntimeGetVersion cudaChooseDevice
     cudaDeviceGetLimit cudaFuncGetParamInfo""".split())
-CUDA_PREFIXES = ("cudaOccupancy", "cudaEvent", "cudaGraph")
-FORBIDDEN_INSIDE = re.compile(r"HostNode|HostFunc|Callback|EntryPoint|ExportTable|Ipc|Managed|Persisting")
+# CUDA graphs, by name: what stream capture and a hand-built graph of kernel/memset/memcpy/event/empty nodes need.
+# Not here (so rejected): generic nodes (`cudaGraphAddNode`, `cudaGraph(Exec)NodeSetParams`: a `cudaGraphNodeParams`
+# of type host runs a host function on a runtime thread), host nodes, kernel-node attributes (`*SetAttribute`,
+# `*CopyAttributes`: an access-policy window), whole-graph updates (`cudaGraphExecUpdate`), child graphs, clones,
+# conditional and allocation nodes, user objects, `cudaGraphDebugDotPrint` (writes a file) and `cudaGraphics*`
+# (graphics interop), none of which a kernel needs.
+CUDA_GRAPH = set("""cudaStreamBeginCapture_ptsz cudaStreamEndCapture_ptsz cudaStreamIsCapturing_ptsz
+    cudaStreamGetCaptureInfo_ptsz cudaGraphCreate cudaGraphDestroy cudaGraphInstantiate cudaGraphInstantiateWithFlags
+    cudaGraphInstantiateWithParams cudaGraphInstantiateWithParams_ptsz cudaGraphUpload cudaGraphUpload_ptsz
+    cudaGraphLaunch cudaGraphLaunch_ptsz cudaGraphExecDestroy cudaGraphExecGetFlags cudaGraphGetNodes
+    cudaGraphGetRootNodes cudaGraphGetEdges cudaGraphNodeGetType cudaGraphNodeGetDependencies
+    cudaGraphNodeGetDependentNodes cudaGraphAddDependencies cudaGraphRemoveDependencies cudaGraphDestroyNode
+    cudaGraphAddEmptyNode cudaGraphAddKernelNode cudaGraphKernelNodeGetParams cudaGraphKernelNodeSetParams
+    cudaGraphExecKernelNodeSetParams cudaGraphAddMemsetNode cudaGraphMemsetNodeGetParams cudaGraphMemsetNodeSetParams
+    cudaGraphExecMemsetNodeSetParams cudaGraphAddMemcpyNode cudaGraphAddMemcpyNode1D cudaGraphMemcpyNodeGetParams
+    cudaGraphMemcpyNodeSetParams cudaGraphMemcpyNodeSetParams1D cudaGraphExecMemcpyNodeSetParams
+    cudaGraphExecMemcpyNodeSetParams1D cudaGraphAddEventRecordNode cudaGraphAddEventWaitNode""".split())
+CUDA |= CUDA_GRAPH
+CUDA_PREFIXES = ("cudaOccupancy", "cudaEvent")
+# rejected on cuda even if a future entry of CUDA or CUDA_PREFIXES would admit them
+FORBIDDEN_INSIDE = re.compile(r"HostNode|HostFunc|Callback|EntryPoint|ExportTable|Ipc|Managed|Persisting|UserObject|"
+                              r"GraphAddNode|Graph(Exec)?NodeSetParams|NodeSetAttribute|NodeCopyAttributes|"
+                              r"Stream(Set|Copy)Attribute|AccessPolicy|Graphics|DebugDotPrint")
 INIT_OK = re.compile(r"^(frame_dummy|__do_global_dtors_aux|_ZL\d+__sti____cudaRegisterAllv|__sti____cudaRegisterAll\w*)$")
 INIT_SECTIONS = (".init_array", ".fini_array", ".ctors", ".dtors", ".preinit_array")
 SYSCALL_INSN = re.compile(r"\t(syscall|sysenter)\b|\tint\s+\$0x80\b")

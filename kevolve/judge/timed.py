@@ -51,23 +51,25 @@ def fresh_variant() -> int:
 
 
 def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
-                baselines: tuple[str, ...], other: bool = False, baseline_ms: float | None = None) -> Timed:
+                baselines: tuple[str, ...], other: bool = False, baseline_ms: float | None = None,
+                kernel: bool = True) -> Timed:
     """Times the kernel (and the `other` kernel, for `harness.compare`) and `baselines` on `cfg`, every
     kernel call checked, every round also timed from outside (`judge.outside`). A wrong timed call or a time
     the outside clock refutes is `Timed.failure`, a near miss of it `Timed.near`; a worker error raises
-    `WorkerDied`."""
+    `WorkerDied`. `kernel=False` times the baselines alone, in a worker that has not loaded the kernel yet
+    (`harness._judge`): no code of the candidate has run in that process, so nothing checks them from outside."""
     with exchange.kept_open():          # the session's buffers, opened once for all its rounds
-        return _time_config(worker, checker, cfg, index, options, baselines, other, baseline_ms)
+        return _time_config(worker, checker, cfg, index, options, baselines, other, baseline_ms, kernel)
 
 
 def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
-                 baselines: tuple[str, ...], other: bool, baseline_ms: float | None) -> Timed:
+                 baselines: tuple[str, ...], other: bool, baseline_ms: float | None, kernel: bool = True) -> Timed:
     limit = options.timeout + 60
     seed = fresh_variant()
     with checker.clock("setup", f"{cfg.id}"):
         setup = _call(worker, limit + 600, "time_setup", config=index, baselines=list(baselines), seed=seed,
                       calls=options.calls, reps=options.reps, budget_s=options.budget_s, baseline_ms=baseline_ms,
-                      other=other)
+                      other=other, kernel=kernel)
     checker.clock.add(setup.get("worker_s"))
     n, inputs, cuda = setup["calls"], setup["inputs"], options.target == "cuda"
     checked = len(setup["outputs"])
@@ -92,7 +94,7 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
         seen = span.round(reply["times"], hollow)
         return wrong or outside.sum_bound(seen, when), reply, seen
 
-    parties = _parties(setup["clock"], other)
+    parties = _parties(setup["clock"], other) if kernel else {}
     probes: dict[str, outside.Round] = {}
 
     def probe(party: str) -> str | None:

@@ -70,6 +70,9 @@ class Worker:
         if target == "cuda":
             torch.cuda.init()
             torch.empty(1, device="cuda")
+        if target == "cuda":
+            from kevolve.judge import l2
+            l2.cudart()                             # the runtime's handle found before the confinement
         self.confinement = self._confine([lib, *(also or [])], target)
         self.lib, self.module = lib, module
         if load:
@@ -179,11 +182,13 @@ class Worker:
         return {}
 
     def time_setup(self, config: int, baselines: list[str], seed: int, calls: int, reps: int,
-                   budget_s: float | None = None, baseline_ms: float | None = None, other: bool = False) -> dict:
+                   budget_s: float | None = None, baseline_ms: float | None = None, other: bool = False,
+                   kernel: bool = True) -> dict:
         """Starts one configuration's timing session (`judge.session`): buffers for `calls` calls per round,
         warm-up of every contender on inputs drawn from `seed` (sent now, after the kernel is loaded),
         CUDA graphs captured. Replies with the rounds to run (fixed now), the clock per contender and the
-        warm-up's outputs to check."""
+        warm-up's outputs to check. `kernel=False`: the baselines alone, before any kernel is loaded (the
+        harness times them so, where no code of a candidate has run)."""
         from kevolve.judge.session import WARMUP_SETS, Session, calls_per_round, plan_rounds
         self._end_session()
         t0 = time.perf_counter()
@@ -196,8 +201,10 @@ class Worker:
             fn = self._baseline(which, cfg, None, notes)
             if fn is not None:
                 fns[which] = fn
-        checked = {"kernel": self.kernel, **({"other": self.other} if other else {})}
-        n = calls_per_round(calls, reps, self._call_bytes(sizes) * len(checked), self.target == "cuda")
+        if kernel and self.kernel is None:
+            raise RuntimeError("time_setup: no kernel is loaded (`load` first, or kernel=False for the baselines)")
+        checked = {"kernel": self.kernel, **({"other": self.other} if other else {})} if kernel else {}
+        n = calls_per_round(calls, reps, self._call_bytes(sizes) * max(1, len(checked)), self.target == "cuda")
         t0 = time.perf_counter()
         session = Session(self, config, checked, fns, n)
         allocated = time.perf_counter() - t0

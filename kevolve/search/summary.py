@@ -35,7 +35,7 @@ class Summarising:
     """`Driver`'s end of the run and its progress line (the attributes are the driver's)."""
 
     def confirm_best(self, tries: int = 3) -> None:
-        """Judges the best candidate once more, its baselines timed interleaved with it as
+        """Judges the best candidate once more, its baselines timed afresh (before it loads, and interleaved) as
         `python -m kevolve.evaluate` does: the search ranks with baseline times up to
         `search.baseline_refresh_s` old, and the numbers it reports come from this judgement. A best that is
         not correct again (a race, say) is recorded as such and the next best is tried, `tries` in all."""

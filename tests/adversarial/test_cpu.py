@@ -177,6 +177,11 @@ RUNTIME = [
      r"input x modified"),
     ("ignores-its-eps", kernel(body=BODY.replace("q / N + eps", "q / N + 1e-5f")),
      r"^B=5,N=64,eps=0\.01/random/s0: output out: \d+ of 320 elements outside tolerance"),
+    ("assumes-aligned-input", "#include <immintrin.h>\n" + kernel(   # vmovntdqa faults unless 32-byte aligned
+        before="if (N % 8 == 0) { __m256i a = _mm256_setzero_si256(); for (int64_t i = 0; i < B * N; i += 8) "
+               "a = _mm256_add_epi32(a, _mm256_stream_load_si256((const __m256i*)(x + i))); "
+               "volatile int sink = _mm256_extract_epi32(a, 0); (void)sink; }"),
+     r"^B=2,N=4096/random/s0: crash: .*SIGSEGV"),     # its first N % 8 == 0 configuration
 ]
 
 
@@ -191,8 +196,9 @@ def test_runtime_rejects(name, source, reason, tiny, reuse):
 
 
 def test_honest_kernels_are_accepted(tiny):
-    for source in [kernel(), ACCEPTED[-1][1], (HERE.parent / "kernels" / "cpu" / "good_openmp.cpp").read_text(),
-                   (TINY / "seeds" / "cpu.cpp").read_text()]:
+    for source in [kernel(), ACCEPTED[-1][1], (TINY / "seeds" / "cpu.cpp").read_text()] + [
+            (HERE.parent / "kernels" / "cpu" / f).read_text()
+            for f in ("good_openmp.cpp", "good_avx_tails.cpp", "good_shape_paths.cpp")]:
         ev = evaluate(tiny, source, FAST)
         assert ev.correct, ev.failure
 
@@ -229,6 +235,9 @@ def test_confinement_stops_what_the_other_layers_miss(tiny, reuse):
     assert not probe_file.exists() and int(got["file"]) < 0, got
     assert int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0 and int(got["kill_evaluator"]) < 0, got
     assert int(got["workers_reached"]) == 0, got
+    from kevolve.judge import confine
+    if confine.landlock_abi() >= 1:                       # it found the spare (the pass is not vacuous) ...
+        assert int(got["workers_seen"]) >= 1, got          # ... and could not reach it
     # sealed before the kernel loaded: no new process by fork, raw clone or exec; threads still start
     assert int(got["child"]) < 0 and int(got["raw_clone"]) < 0, got
     assert int(got["exec"]) < 0 and int(got["exec_errno"]) == 1, got    # EPERM, not ENOENT: exec itself refused
@@ -335,3 +344,99 @@ def test_death_at_teardown_is_reported():
     os.kill(w.proc.pid, signal.SIGSEGV)
     w.proc.wait()
     assert "SIGSEGV" in (w.close() or "")
+
+
+def test_without_seccomp_a_kernels_child_dies_with_the_judgement(tiny, monkeypatch):
+    """Where seccomp is denied altogether (`noseccomp_worker.py`: neither filter installs; Landlock still holds),
+    the kernel's child can setsid and so leave the worker's process group — and still does not outlive the
+    judgement: the evaluator is its workers' child subreaper, adopts it when the worker dies, and kills and
+    reaps it by the worker's mark (`process._end_orphans`). The evaluator's other children — one in its own
+    session, one in the evaluator's — are left alone."""
+    import subprocess
+    from noseccomp_worker import NoSeccompWorker
+    from kevolve.judge import harness
+    monkeypatch.setattr(harness, "WorkerProcess", NoSeccompWorker)
+    source = (HERE / "cpu" / "confine_probe.cpp").read_text()
+    built = builder.build(source.replace('#include "_libc.h"', (HERE / "cpu" / "_libc.h").read_text()), "cpu")
+    assert built.ok, built.error
+    bystanders = [subprocess.Popen(["sleep", "120"], start_new_session=True), subprocess.Popen(["sleep", "120"])]
+    try:
+        ev = judge(tiny, built.lib_path, FAST)
+        got = dict(re.findall(r"PROBE (\w+)=(-?\d+)", ev.log))
+        assert ev.correct, ev.failure
+        assert int(got["exec_errno"]) == 2, got            # ENOENT: nothing refused exec, no seal
+        child = int(got["child"])
+        assert child > 0 and int(got["setsid"]) == child, got   # it left the worker's group and session
+        assert not Path(f"/proc/{child}").exists(), f"the kernel's child outlived the judgement: {_state(child)}"
+        assert all(b.poll() is None for b in bystanders), "an unrelated child of the evaluator was killed"
+    finally:
+        for b in bystanders:
+            b.kill()
+            b.wait()
+
+
+def test_a_kernel_that_maps_past_its_address_space_is_stopped(tiny, reuse):
+    """The cpu worker's address space is bounded (`WorkerProcess.limits`; well below the machine's memory
+    on a small one): a kernel that maps 1 GiB after 1 GiB, 8 GiB past that bound (touching a page of each, so
+    little memory is used whatever happens), and writes through the null pointer malloc gives it at the bound
+    crashes, instead of being judged correct."""
+    from kevolve.judge.process import WorkerProcess
+    bound = WorkerProcess.limits(FAST)["address_space"]
+    chunks = bound // (1 << 30) + 8
+    source = kernel(prelude="static char* volatile kept[4096];", before=f"""
+    static int mapped = 0;
+    for (long i = 0; !mapped && i < {chunks}; ++i) {{
+        char* p = (char*)malloc(1L << 30);
+        p[0] = 1;                                        // no check: at the bound p is null
+        kept[i] = p;
+    }}
+    mapped = 1;""")
+    built = builder.build(source, "cpu")
+    assert built.ok, built.error
+    ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
+    assert not ev.correct and re.search(r"crash: .*SIGSEGV", ev.failure), ev.failure
+    honest_next(tiny, reuse)
+
+
+def test_a_kernel_past_its_cpu_seconds_is_killed(tiny, monkeypatch):
+    """RLIMIT_CPU binds: with the worker's CPU seconds set low (here 8 s, torch's import included; by default
+    `WorkerProcess.limits` derives them from the timeout), a kernel that spins is killed by SIGXCPU well before
+    its call's 60 s timeout."""
+    import dataclasses
+    from kevolve.judge import harness
+    from kevolve.judge.process import WorkerProcess
+
+    class Short(WorkerProcess):
+        @staticmethod
+        def limits(options):
+            return {**WorkerProcess.limits(options), "cpu_seconds": 8}
+    monkeypatch.setattr(harness, "WorkerProcess", Short)
+    built = builder.build(kernel(before="for (volatile unsigned long spin = 0;; ++spin) {}"), "cpu")
+    assert built.ok, built.error
+    ev = judge(tiny, built.lib_path, dataclasses.replace(FAST, timeout=60))
+    assert not ev.correct and re.search(r"crash: .*SIGXCPU", ev.failure), ev.failure   # not the call's timeout
+
+
+def test_a_worker_cannot_read_another_judgements_exchange(tiny, reuse):
+    """Landlock grants a worker its own output-exchange folder and a list of device nodes, not /dev: what
+    another judgement left in /dev/shm (`exchange.files_root`) is neither readable nor listable, while its
+    own exchange (the judgement's outputs travel through it), /dev/null and /dev/urandom still work."""
+    from kevolve.judge import confine
+    if confine.landlock_abi() < 1 or not Path("/dev/shm").is_dir():
+        pytest.skip("no Landlock (or no /dev/shm) on this machine")
+    other = Path("/dev/shm/kevolve-adversarial-other")
+    other.mkdir(exist_ok=True)
+    (other / "out.bin").write_bytes(b"another judgement's outputs")
+    try:
+        source = (HERE / "cpu" / "shm_probe.cpp").read_text()
+        built = builder.build(source.replace('#include "_libc.h"', (HERE / "cpu" / "_libc.h").read_text()), "cpu")
+        assert built.ok, built.error
+        ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
+        got = {k: int(v) for k, v in re.findall(r"PROBE (\w+)=(-?\d+)", ev.log)}
+        assert ev.correct, ev.failure
+        assert got["other_exchange"] < 0 and got["shm_listing"] < 0, got
+        assert got["dev_null"] >= 0 and got["urandom"] >= 0, got
+    finally:
+        (other / "out.bin").unlink(missing_ok=True)
+        other.rmdir()
+    honest_next(tiny, reuse)

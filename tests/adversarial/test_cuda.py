@@ -62,6 +62,64 @@ CASES = [
     ("python-through-extern-c", hostile("extern \"C\" int PyRun_SimpleString(const char*);",
                                         before="if (N < 0) PyRun_SimpleString(\"1\");"),
      "extern-c", r"`PyRun_SimpleString` \(python"),
+    # a host node made through the generic node call: a host function on a CUDA runtime thread (audit)
+    ("graph-generic-host-node", hostile("static void CUDART_CB later(void* p) { volatile int k = *(int*)p; (void)k; }\n"
+                                        "static int token = 1;",
+                                        before="cudaGraph_t g; cudaGraphCreate(&g, 0); cudaGraphNodeParams np = {}; "
+                                               "np.type = (cudaGraphNodeType)3; np.host.fn = later; "
+                                               "np.host.userData = &token; cudaGraphNode_t node; "
+                                               "cudaGraphAddNode(&node, g, nullptr, nullptr, 0, &np); "
+                                               "cudaGraphExec_t ge; cudaGraphInstantiate(&ge, g, 0); "
+                                               "cudaGraphLaunch(ge, stream);"),
+     "host-callback", r"`cudaGraphAddNode` \(host-callback"),
+    ("graph-kernel-node-window", hostile(before="cudaKernelNodeAttrValue v = {}; v.accessPolicyWindow.base_ptr = "
+                                                "(void*)x; v.accessPolicyWindow.num_bytes = 1 << 20; "
+                                                "v.accessPolicyWindow.hitRatio = 1; v.accessPolicyWindow.hitProp = "
+                                                "(cudaAccessProperty)2; cudaGraphNode_t node = nullptr; if (N < 0) "
+                                                "cudaGraphKernelNodeSetAttribute(node, (cudaKernelNodeAttrID)1, &v);"),
+     "persisting-l2", r"`cudaGraphKernelNodeSetAttribute` \(persisting-l2"),
+    # a persisting window as a launch attribute with numeric constants (audit): cudaLaunchKernelExC is allowed (clusters
+    # need it), so no symbol shows it — the static layer rejects the window's fields, and the worker's reset of the
+    # persisting-L2 set-aside before each timed round (judge.l2) takes the window's effect away whatever its spelling
+    ("launch-attribute-window", hostile(launch="    cudaLaunchConfig_t cfg = {}; cfg.gridDim = dim3((unsigned)B); "
+                                               "cfg.blockDim = dim3(THREADS); cfg.stream = stream;\n"
+                                               "    cudaLaunchAttribute at[1] = {}; at[0].id = (cudaLaunchAttributeID)1;\n"
+                                               "    at[0].val.accessPolicyWindow.base_ptr = (void*)x;\n"
+                                               "    at[0].val.accessPolicyWindow.num_bytes = (size_t)(B * N * 4);\n"
+                                               "    at[0].val.accessPolicyWindow.hitRatio = 1.0f;\n"
+                                               "    at[0].val.accessPolicyWindow.hitProp = (cudaAccessProperty)2;\n"
+                                               "    at[0].val.accessPolicyWindow.missProp = (cudaAccessProperty)1;\n"
+                                               "    cfg.attrs = at; cfg.numAttrs = 1;\n"
+                                               "    cudaLaunchKernelEx(&cfg, layernorm_rows, x, weight, bias, out, N, eps);"),
+     "persisting-l2", None),
+]
+# reason None: the symbol layer passes the kernel (nothing it imports is new); the layers named in its comment catch it
+SYMBOL_CASES = [c for c in CASES if c[3] is not None]
+
+# Honest kernels that use the launch and graph calls the lists above restrict: both layers accept them.
+ACCEPTED = [
+    ("cluster-launch", hostile(launch="    cudaLaunchConfig_t cfg = {}; cfg.gridDim = dim3((unsigned)B); "
+                                      "cfg.blockDim = dim3(THREADS); cfg.dynamicSmemBytes = 0; cfg.stream = stream;\n"
+                                      "    cudaLaunchAttribute attr[1];\n"
+                                      "    attr[0].id = cudaLaunchAttributeClusterDimension;\n"
+                                      "    attr[0].val.clusterDim.x = B % 2 == 0 ? 2 : 1; attr[0].val.clusterDim.y = 1; "
+                                      "attr[0].val.clusterDim.z = 1;\n"
+                                      "    cfg.attrs = attr; cfg.numAttrs = 1;\n"
+                                      "    if (cudaLaunchKernelEx(&cfg, layernorm_rows, x, weight, bias, out, N, eps) "
+                                      "!= cudaSuccess) return 1;")),
+    ("graph-capture", hostile(launch="    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;\n"
+                                     "    cudaStreamIsCapturing(stream, &st);\n"
+                                     "    if (st != cudaStreamCaptureStatusNone) {\n" + LAUNCH + "\n    } else {\n"
+                                     "        cudaGraph_t g; cudaGraphExec_t e; size_t nodes = 0; cudaStream_t s;\n"
+                                     "        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);   // not legacy\n"
+                                     "        cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);\n"
+                                     "    " + LAUNCH.replace("stream>>>", "s>>>") + "\n"
+                                     "        cudaStreamEndCapture(s, &g);\n"
+                                     "        cudaGraphGetNodes(g, nullptr, &nodes);\n"
+                                     "        cudaGraphInstantiateWithFlags(&e, g, 0); cudaGraphLaunch(e, stream);\n"
+                                     "        cudaGraphExecDestroy(e); cudaGraphDestroy(g); cudaStreamDestroy(s);\n"
+                                     "        if (nodes != 1) return 1;\n"
+                                     "    }")),
 ]
 
 
@@ -95,7 +153,45 @@ def test_symbol_layer(name, source, _, reason):
     built = builder.build(source, "cuda")                 # no static rules: this layer stands alone
     if not built.ok and "host-syscall" not in name:
         pytest.fail(built.error)
+    if reason is None:                                    # by decision: another layer's (see the case's comment)
+        assert symbols.check(built.lib_path, "cuda") is None
+        return
     assert re.search(reason, symbols.check(built.lib_path, "cuda") or ""), symbols.check(built.lib_path, "cuda")
+
+
+@nvcc
+@pytest.mark.parametrize("name, source", ACCEPTED, ids=[c[0] for c in ACCEPTED])
+def test_accepted_by_the_static_layer(name, source):
+    assert rules.check(source, "cuda").ok, rules.check(source, "cuda").reason
+
+
+@nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("name, source", ACCEPTED, ids=[c[0] for c in ACCEPTED])
+def test_accepted_by_the_symbol_layer(name, source):
+    built = builder.build(source, "cuda")
+    assert built.ok, built.error
+    assert symbols.check(built.lib_path, "cuda") is None, symbols.check(built.lib_path, "cuda")
+
+
+@pytest.mark.parametrize("name", ["cudaGraphAddNode", "cudaGraphAddHostNode", "cudaGraphNodeSetParams",
+                                  "cudaGraphExecNodeSetParams", "cudaGraphHostNodeSetParams",
+                                  "cudaGraphExecHostNodeSetParams", "cudaGraphKernelNodeSetAttribute",
+                                  "cudaGraphKernelNodeCopyAttributes", "cudaGraphExecUpdate", "cudaGraphDebugDotPrint",
+                                  "cudaGraphicsMapResources", "cudaGraphRetainUserObject", "cudaStreamSetAttribute",
+                                  "cudaStreamCopyAttributes", "cudaDeviceSetLimit", "cudaCtxResetPersistingL2Cache"])
+def test_graph_and_attribute_calls_outside_the_list_are_rejected(name):
+    assert not symbols.allowed(name, "cuda")
+
+
+@pytest.mark.parametrize("name", ["cudaLaunchKernelExC", "cudaGraphCreate", "cudaGraphInstantiate",
+                                  "cudaGraphInstantiateWithFlags", "cudaGraphLaunch", "cudaGraphLaunch_ptsz",
+                                  "cudaGraphExecDestroy", "cudaGraphDestroy", "cudaGraphGetNodes",
+                                  "cudaGraphAddKernelNode", "cudaGraphAddMemsetNode", "cudaGraphAddMemcpyNode",
+                                  "cudaGraphAddEmptyNode", "cudaGraphAddDependencies", "cudaGraphUpload",
+                                  "cudaGraphExecKernelNodeSetParams", "cudaStreamBeginCapture", "cudaEventRecord"])
+def test_graph_calls_a_kernel_needs_are_allowed(name):
+    assert symbols.allowed(name, "cuda")
 
 
 def _hinted(load: str) -> str:
@@ -178,7 +274,15 @@ def test_runtime_on_gpu(name, source, reason, gpu_judge):
 
 @pytest.mark.gpu
 @_gpu()
-@pytest.mark.parametrize("name, source, rule, reason", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name, source", ACCEPTED, ids=[c[0] for c in ACCEPTED])
+def test_accepted_kernels_are_correct_on_gpu(name, source, gpu_judge):
+    ev = gpu_judge(source)
+    assert ev.correct, ev.failure
+
+
+@pytest.mark.gpu
+@_gpu()
+@pytest.mark.parametrize("name, source, rule, reason", SYMBOL_CASES, ids=[c[0] for c in SYMBOL_CASES])
 def test_imports_rejected_before_load_on_gpu(name, source, rule, reason, gpu_judge):
     ev = gpu_judge(source, rules_first=False)
     if "host-syscall" in name and ev.stage == "build":

@@ -1,6 +1,7 @@
 """Test support only — never imported by kevolve: a worker whose timing session forges the times it reports.
 
-It stands in for a kernel that rewrote the worker's timing results in memory (impractical to write for real):
+It stands in for a kernel that rewrote the worker's timing results in memory (`tests/adversarial/test_inprocess.py`
+reaches the worker's Python for real), in every session after the kernel loaded:
 `python tests/judge/forging_worker.py SPEC`, where SPEC is `contender=factor,...` (`kernel=0.1,eager=3`;
 `kernel=shift` moves 90% of the kernel's time onto the other contenders, keeping each round's total), then the
 real worker's protocol loop. `ForgingWorker` is the evaluator-side handle that starts it, for a test to put in
@@ -57,7 +58,8 @@ def main() -> None:
     class ForgingSession(session.Session):
         def run_round(self, variants, hollow=()):
             reply = super().run_round(variants, hollow)
-            forge(reply["times"], spec)
+            if self.checked:                  # a kernel's session: the baselines timed before any kernel loaded
+                forge(reply["times"], spec)   # (`harness._time_baselines`) ran no code a kernel could reach
             return reply
     session.Session = ForgingSession          # worker.time_setup imports it from there, at call time
     worker.main()

@@ -1,6 +1,6 @@
 """Test support only — never imported by kevolve: the real worker, whose timing setup runs out of device memory.
 
-`python tests/judge/oom_worker.py FLAG` raises torch's OutOfMemoryError from `time_setup`, as a GPU shared with
+`python tests/judge/oom_worker.py FLAG` raises torch's OutOfMemoryError from `time_setup` of a kernel's timing session, as a GPU shared with
 other evaluators does when they hold its memory: once (the first worker, which creates FLAG) or, with FLAG
 `always`, in every worker. `OomWorker.of(FLAG)` is the evaluator-side handle that starts it
 (`monkeypatch.setattr(harness, "WorkerProcess", OomWorker.of(FLAG))`).
@@ -20,7 +20,11 @@ def main() -> None:
         if flag != "always":
             open(flag, "w").close()
 
-        def out_of_memory(self, *args, **kwargs):
+        original = worker.Worker.time_setup
+
+        def out_of_memory(self, *args, kernel: bool = True, **kwargs):
+            if not kernel:                  # the baselines alone, before the kernel loads: as they are
+                return original(self, *args, kernel=kernel, **kwargs)
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1024.00 MiB (another process holds it)")
         worker.Worker.time_setup = out_of_memory
     worker.main()

@@ -20,7 +20,7 @@ from kevolve.judge.harness import evaluate, judge
 from kevolve.judge.options import Options
 from kevolve.judge.process import WorkerProcess
 from kevolve.judge.reuse import Reuse
-from kevolve.judge.results import Evaluation
+from kevolve.judge.results import Evaluation, Stats
 from kevolve.task import load_task
 
 HERE = Path(__file__).resolve().parent.parent          # tests/
@@ -377,7 +377,11 @@ def test_reuse_keeps_every_verdict(tiny):
         assert "baselines" not in again.phases                # torch.compile was not run again
         assert reuse.references.entries and reuse.references.bytes <= 1 << 30
         for m, m0 in zip(again.measurements, first.measurements):
-            assert m.eager == m0.eager                        # the baselines timed by the first judgement
+            if m.eager is None:
+                continue                                      # an untimed configuration
+            kept = reuse.baselines.get(m.config)               # timed by the first judgement before its kernel loaded
+            assert m.eager == Stats.of(kept.samples["eager"]), m.config
+            assert m.eager.median >= m0.eager.median          # the first counted the faster of those and its own
     finally:
         reuse.close()
 
@@ -423,3 +427,38 @@ def test_baselines_are_timed_again_after_the_refresh_interval(tiny):
         assert ev.correct and ev.phases.get("baselines", 0) > 0
     finally:
         reuse.close()
+
+
+# ---------------------------------------------------------------------- lifecycle: a death at teardown
+TEARDOWN_DEATH = "the worker was killed by signal SIGSEGV at teardown"
+
+
+def _dies_at_teardown(monkeypatch) -> None:
+    """Every worker closes as before (its group ended, its directory removed) but reports a death by SIGSEGV
+    at teardown, as `WorkerProcess.close` does for a worker that a signal killed while it exited."""
+    close = WorkerProcess.close
+
+    def dying(self):
+        close(self)
+        return TEARDOWN_DEATH
+    monkeypatch.setattr(WorkerProcess, "close", dying)
+
+
+def test_a_death_at_teardown_turns_a_pass_into_a_teardown_crash(tiny, monkeypatch):
+    built = builder.build(source("good_openmp.cpp"), "cpu")
+    assert built.ok, built.error
+    _dies_at_teardown(monkeypatch)
+    ev = judge(tiny, built.lib_path, FAST)
+    assert not ev.correct and ev.stage == "teardown", (ev.stage, ev.failure)
+    assert ev.failure == f"crash: {TEARDOWN_DEATH}"
+
+
+def test_a_death_at_teardown_fails_a_paired_comparison(tiny, monkeypatch):
+    from kevolve.judge.harness import compare
+    built = builder.build(source("good_openmp.cpp"), "cpu")
+    assert built.ok, built.error
+    options = Options(target="cpu", shapes="small", reps=3, budget_s=0.01, calls=2, timeout=30)
+    _dies_at_teardown(monkeypatch)
+    c = compare(tiny, built.lib_path, built.lib_path, options)
+    assert c.failure == f"crash: {TEARDOWN_DEATH}", c.failure
+    assert c.ratio is None and c.ci is None and c.faster is None

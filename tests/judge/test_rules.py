@@ -54,6 +54,28 @@ CASES = [
     ("cudaMallocHost(&p, 1024);", "cuda", "c", "host-memory"),
     ("cudaDeviceReset();", "cuda", "c", "device-reset"),
     ("cudaSetDevice(1);", "cuda", "c", "device-reset"),
+    # host functions in graphs, persisting-L2 windows (audit: generic graph nodes, numeric launch-attribute ids)
+    ("cudaGraphNodeParams np = {}; np.type = (cudaGraphNodeType)3; cudaGraphAddNode(&n, g, nullptr, nullptr, 0, &np);",
+     "cuda", "c", "host-callback"),
+    ("cudaHostNodeParams p = {}; p.fn = f; p.userData = nullptr;", "cuda", "c", "host-callback"),
+    ("cudaHostFn_t f = later;", "cuda", "c", "host-callback"),
+    ("auto t = cudaGraphNodeTypeHost;", "cuda", "c", "host-callback"),
+    ("cudaGraphExecNodeSetParams(e, n, &np);", "cuda", "c", "host-callback"),
+    ("at[0].val.accessPolicyWindow.base_ptr = (void*)x;", "cuda", "c", "persisting-l2"),       # a member is a use
+    ("w.hitProp = (decltype(w.missProp))2;", "cuda", "c", "persisting-l2"),
+    ("p->hitRatio = 1.0f;", "cuda", "c", "persisting-l2"),
+    ("auto w = decltype(v.accessPolicyWindow){.base_ptr = p, .num_bytes = n, .hitRatio = 1.f};", "cuda", "c",
+     "persisting-l2"),
+    ("auto prop = (cudaAccessProperty)2;", "cuda", "c", "persisting-l2"),
+    ("cudaKernelNodeAttrValue v = {}; v.accessPolicyWindow.num_bytes = n;", "cuda", "c", "persisting-l2"),
+    ("cudaGraphKernelNodeCopyAttributes(dst, src);", "cuda", "c", "persisting-l2"),
+    ("cudaStreamCopyAttributes(dst, src);", "cuda", "c", "persisting-l2"),
+    ("cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 20);", "cuda", "c", "persisting-l2"),
+    ("cudaCtxResetPersistingL2Cache();", "cuda", "c", "device-reset"),
+    ("cudaLaunchAttribute attr[1]; attr[0].id = cudaLaunchAttributeClusterDimension; attr[0].val.clusterDim.x = 2; "
+     "cudaLaunchConfig_t cfg = {}; cfg.attrs = attr; cfg.numAttrs = 1;", "cuda", "c", None),   # clusters are fine
+    ("cudaGraphNode_t n; cudaGraphAddKernelNode(&n, g, nullptr, 0, &kp); cudaGraphNodeType t; "
+     "cudaGraphNodeGetType(n, &t); size_t l2 = prop.persistingL2CacheMaxSize;", "cuda", "c", None),
     # Python and inline assembly
     ("PyRun_SimpleString(\"import os\");", "cpu", "c", "python"),
     ("pybind11::module_::import(\"os\");", "cuda", "torch", "python"),
