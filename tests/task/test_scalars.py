@@ -170,3 +170,21 @@ def test_a_kernel_that_hard_codes_eps_fails_on_the_set(name, shape_set):
             if worst_ratio(t, _listed(outs), refs) > 1:
                 caught.add(eps)
     assert caught == values, f"a kernel hard-coding eps={sorted(values - caught)} passes {name}/{shape_set}"
+
+
+def test_a_resnet_block_that_hard_codes_eps_fails_on_the_small_set():
+    """resnet_block_fwd's batch norms take eps too: its small set varies it (1e-5, 1e-3, 0.1), so a kernel that
+    always uses one of them fails the tolerance on a configuration that uses another."""
+    t = _norm("resnet_block_fwd")
+    cases = t.configs("small")
+    values = {t.scalar_values(c)["eps"] for c in cases}
+    assert len(values) >= 3, values
+    caught = set()
+    for c in cases:
+        inputs = up(t.make_inputs(c, "cpu"))
+        refs = t.call_reference(inputs, c)
+        args = [inputs[s.name] for s in t.inputs]
+        for eps in values - caught:
+            if eps != t.scalar_values(c)["eps"] and worst_ratio(t, _listed(t.reference(*args, **c.size_dict, eps=eps)), refs) > 1:
+                caught.add(eps)
+    assert caught == values, f"a kernel hard-coding eps={sorted(values - caught)} passes resnet_block_fwd/small"
