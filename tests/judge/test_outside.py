@@ -51,18 +51,15 @@ def test_a_worker_that_forges_nothing_is_accepted(heavy, monkeypatch):
     assert m.kernel.n == TIMED.reps and m.checked_calls == WARMUP_SETS + TIMED.reps   # warm-up, counted: probes check none
 
 
-# The two kernel-shrinking cases failed 5 of 8 runs on the 2-core machine after the baselines moved before the
-# kernel's load (stop 25; they passed in that stop's first CI run): `slow` until the under bound is looked at again.
-FLAKY = pytest.mark.slow
 FORGERIES = [
-    pytest.param("kernel=0.1", r"outside clock, under bound: .* for the kernel", marks=FLAKY),   # its own times ÷10
-    pytest.param("kernel=shift", r"outside clock, under bound: .* for the kernel", marks=FLAKY), # ÷10, the rest onto the baselines
+    ("kernel=0.1", r"outside clock, under bound: .* for the kernel"),             # its own times ÷10
+    ("kernel=shift", r"outside clock, under bound: .* for the kernel"),           # ÷10, the rest onto the baselines
     ("eager=3", r"outside clock, (sum|over) bound: .*round"),                     # the baselines' ×3
     ("eager=1000", r"outside clock, sum bound: the worker reported [\d.]+ ms of timed intervals in a round"),
 ]
 
 
-@pytest.mark.parametrize("spec, says", FORGERIES, ids=[f.values[0] if hasattr(f, "values") else f[0] for f in FORGERIES])
+@pytest.mark.parametrize("spec, says", FORGERIES, ids=[f[0] for f in FORGERIES])
 def test_forged_times_are_rejected_naming_the_bound(heavy, monkeypatch, spec, says):
     forging(monkeypatch, spec)
     ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)

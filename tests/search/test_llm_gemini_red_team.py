@@ -2,12 +2,13 @@
 `google-genai` client against the loopback Gemini REST server of tests/llm, scripted by the kind of prompt.
 
 The task is tests/search_task with a deliberately slow seed. Optimize writes a serial kernel (far faster than the
-seed, still ~N/64 passes per row); red team writes two kernels: the search task's own OpenMP kernel, correct and
-faster still, and one that normalises only whole chunks of 4 (the odd width of the shape set catches it). Proven here: the Gemini search
-finds a kernel better than its seed; its spend is the server's usageMetadata (thoughts billed as output) times the
-price table; a red-team child is judged like any other; the accepted one is a suspected judge bug — saved with its
-verdict, listed in the summary, never ranked, never a parent, never the best although it is the fastest; the
-rejected one is recorded like any wrong kernel. One search (~50 s on 2 cores) serves every test.
+seed, still ~N/8 passes per row, so that the OpenMP kernel beats it even on a loaded 2-core machine); red team
+writes two kernels: the search task's own OpenMP kernel, correct and faster still, and one that normalises only
+whole chunks of 4 (the odd width of the shape set catches it). Proven here: the Gemini search finds a kernel better
+than its seed; its spend is the server's usageMetadata (thoughts billed as output) times the price table; a
+red-team child is judged like any other; the accepted one is a suspected judge bug — saved with its verdict,
+listed in the summary, never ranked, never a parent, never the best although it is the fastest; the rejected one
+is recorded like any wrong kernel. One search (~50 s on 2 cores) serves every test.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from llm_kit import GOOD, SLOW, TASK, Script, config, fenced, ray_with, records
 from llm_servers import GEMINI_KEY, LLMServer, Ok
 
 MODEL, PRICE = "gemini-2.5-pro", (1.25, 10.0)                # conf/llm/prices.yaml, USD per million tokens
-SERIAL = """// Scaled softmax forward: one thread, the row's max once, its sum again every 64 elements.
+SERIAL = """// Scaled softmax forward: one thread, the row's max once, its sum again every 8 elements.
 #include <cmath>
 #include <cstdint>
 
@@ -37,7 +38,7 @@ extern "C" int forward(const float* x, float* out, int64_t B, int64_t N, float s
         for (int64_t j = 0; j < N; ++j) m = std::fmax(m, scale * row[j]);
         double sum = 0.0;
         for (int64_t i = 0; i < N; ++i) {
-            if (i % 64 == 0) {
+            if (i % 8 == 0) {
                 sum = 0.0;
                 for (int64_t j = 0; j < N; ++j) sum += std::exp(scale * row[j] - m);
             }
@@ -151,7 +152,6 @@ def test_an_accepted_red_team_kernel_is_a_suspect_saved_with_its_verdict(gemini_
     assert wrong.id not in summary.suspected_judge_bugs
 
 
-@pytest.mark.slow    # its precondition (the suspect is the fastest) failed once in stop 25's second CI run
 def test_a_suspect_is_never_ranked_never_a_parent_never_the_best(gemini_run):
     """The accepted red-team kernel is the fastest correct kernel of the run, and still not the best."""
     summary, run_dir, _, _ = gemini_run

@@ -522,7 +522,9 @@ def test_resume_of_a_run_killed_before_its_seeds_seeds_it(local_ray, tmp_path):
     run_dir = tmp_path / "run"
     Store.create(run_dir, {"task": load_task(TASK).name}).close()
     summary = search.run(make_config(resume=run_dir, candidates=1), run_dir)
-    assert summary.candidates == 1 and summary.best is not None, summary
+    with Store.open(run_dir, readonly=True) as store:
+        judged = [(r.candidate.operator, r.status, r.feedback) for r in store.finished()]
+    assert summary.candidates == 1 and summary.best is not None, (judged, summary.correct, summary.best)
 
 
 def test_resume_of_a_missing_run_is_an_error(local_ray, tmp_path):
