@@ -4,7 +4,7 @@
 
 Each TABLE is a file in the format of experiments/seeds_table.py (one row per task, seed and bench shape:
 kernel, compile and eager device µs on the judge's clock, the memory floor, speedups; a geomean row per
-seed; `#` lines say what ran and how). Default: seeds_plain.h200.txt and seeds_table.h200.txt. Per task the
+seed; `#` lines say what ran and how). Default: seeds_plain.h200.txt, seeds_table.h200.txt and seeds_further.h200.txt. Per task the
 report keeps the seed measured fastest (highest geomean over torch.compile): until a task has a searched
 kernel in `tasks/<name>/best/`, that seed is its best kernel. Writes a summary table (one row per task), then
 per task every shape (first initialisation's numbers, `worst init` the lowest speedup over the faster torch
@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DEFAULT = [RESULTS / "seeds_plain.h200.txt", RESULTS / "seeds_table.h200.txt"]
+DEFAULT = [RESULTS / "seeds_plain.h200.txt", RESULTS / "seeds_table.h200.txt", RESULTS / "seeds_further.h200.txt"]
 
 
 def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
