@@ -3,8 +3,8 @@ clocks refute the ones that cannot be true, naming the bound, and accept honest 
 
 A kernel that rewrites the worker's timing results in memory is impractical to write, so the evaluator's layer is
 tested on its own: the real worker, started through `forging_worker.py` (test support, never imported by kevolve),
-forges the times its session reports — the kernel's shrunk tenfold, the baselines' tripled, the kernel's time
-moved onto the baselines — and each forgery is rejected at stage `timing` by the bound that sees it. The same
+forges the times its session reports — the kernel's shrunk tenfold, the baselines' inflated tenfold, the kernel's
+time moved onto the baselines — and each forgery is rejected at stage `timing` by the bound that sees it. The same
 worker forging nothing is accepted, as are the honest kernels of test_clock.py, which run with the outside clock
 on. `layernorm_heavy` is a one-configuration task whose baseline and seed repeat the operation, so that the
 contenders' calls, not the harness's own work, fill a round (see the module's limits).
@@ -54,7 +54,7 @@ def test_a_worker_that_forges_nothing_is_accepted(heavy, monkeypatch):
 FORGERIES = [
     ("kernel=0.1", r"outside clock, under bound: .* for the kernel"),             # its own times ÷10
     ("kernel=shift", r"outside clock, under bound: .* for the kernel"),           # ÷10, the rest onto the baselines
-    ("eager=3", r"outside clock, (sum|over) bound: .*round"),                     # the baselines' ×3
+    ("eager=10", r"outside clock, (sum|over) bound: .*round"),                    # the baselines' ×10
     ("eager=1000", r"outside clock, sum bound: the worker reported [\d.]+ ms of timed intervals in a round"),
 ]
 
