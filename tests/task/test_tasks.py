@@ -202,7 +202,6 @@ def test_every_shape_set_has_sizes_that_are_not_multiples_of_32(name):
 
 
 ROW_TASKS = ["layernorm_fwd", "layernorm_bwd", "rmsnorm_fwd", "rmsnorm_bwd", "cross_entropy_fwd", "cross_entropy_bwd"]
-BENCH_MOD_4 = {n for n in ROW_TASKS if not n.startswith("cross_entropy")}   # cross_entropy bench: no C = 3 mod 4
 
 
 @pytest.mark.parametrize("name", ROW_TASKS)
@@ -210,15 +209,14 @@ def test_row_lengths_cover_every_residue_mod_8(name):
     """The innermost size (a row: N, or the classes C) of the norm and cross-entropy tasks' small set takes
     every residue mod 8 and at least 12 of the 16 mod 16, so a vector kernel's tail is tried at every length an
     8-lane (AVX2) loop leaves and most that a 16-lane (AVX-512) one does; the bench set takes every residue mod
-    4 where it does today (its sizes were judged on an H200 and stay as they are)."""
+    4 (a float4 path's every tail on the GPU)."""
     t = task(name)
     inner = t.sizes[-1]
     small = {c.size_dict[inner] for c in t.configs("small")}
     assert {n % 8 for n in small} == set(range(8)), (inner, sorted(small))
     assert len({n % 16 for n in small}) >= 12, (inner, sorted({n % 16 for n in small}))
-    if name in BENCH_MOD_4:
-        bench = {c.size_dict[inner] for c in t.configs("bench")}
-        assert {n % 4 for n in bench} == set(range(4)), (inner, sorted(bench))
+    bench = {c.size_dict[inner] for c in t.configs("bench")}
+    assert {n % 4 for n in bench} == set(range(4)), (inner, sorted(bench))
 
 
 @pytest.mark.parametrize("name", TASKS)
