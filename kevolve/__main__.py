@@ -38,7 +38,7 @@ def main(cfg: DictConfig) -> int:
             config.logger.group = Path(HydraConfig.get().sweep.dir).name     # W&B groups a sweep's jobs
         run_dir = Path(config.resume or config.run_dir or HydraConfig.get().runtime.output_dir).resolve()
         from kevolve.search import run
-        summary = run(config, run_dir)
+        summary = run(config, run_dir, command=list(HydraConfig.get().overrides.task))
     except (ConfigError, StoreError, TaskError) as e:
         print(f"error: {e}", file=sys.stderr)
         if HydraConfig.get().mode.name == "RUN":

@@ -56,6 +56,7 @@ register_tasks()
 OPERATORS = ("knob", "translate", "optimize", "crossover", "repair", "meta", "red_team")
 LLM_OPERATORS = OPERATORS[1:]
 CHOICES = ("weights", "ucb1", "thompson")
+SEEDS = ("all", "listed", "best")
 VERIFIERS = ("compile", "memory", "numerics")
 
 
@@ -135,6 +136,11 @@ class SearchConfig:
     candidates: int = 32                 # budget: candidates evaluated (seeds included)
     wall_time_s: float = 480.0           # budget: seconds of wall time, then the run stops cleanly
     dollars: Optional[float] = None      # budget: LLM spend in USD (None: no limit)
+    seeds: str = "all"                   # what the search starts from: all (the seeds task.yaml lists for the
+                                         # target, then the task's best/ kernel for it, if any) | listed (the
+                                         # listed seeds only) | best (the best/ kernel only: `python -m
+                                         # kevolve.tasks best RUN_DIR` makes one); replay takes the recorded
+                                         # run's seeds, and a resumed run is not seeded again
     population: PopulationConfig = field(default_factory=PopulationConfig)   # islands, archive, selection, operators
     choice: str = "weights"              # operator × model choice: weights (search.population.operators × the
                                          # llm.models weights) | ucb1 | thompson (bandits rewarded by the child's
@@ -281,6 +287,7 @@ def validate(c: Config) -> None:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     need(s.choice in CHOICES, "search.choice", s.choice, " | ".join(CHOICES))
+    need(s.seeds in SEEDS, "search.seeds", s.seeds, "all (listed seeds, then the best/ kernel) | listed | best")
     need(s.llm_calls is None or s.llm_calls >= 1, "search.llm_calls", s.llm_calls, "null or an integer >= 1")
     for key in ("translations", "meta_children", "strategies_shown"):
         need(getattr(s, key) >= (0 if key != "meta_children" else 1), f"search.{key}", getattr(s, key),

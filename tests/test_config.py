@@ -124,11 +124,20 @@ def test_task_name_may_be_a_folder_path():
     ("search.baselines=[fast]", "search.baselines"),
     ("logger.kind=comet", "logger.kind"),
     ("+logger.mode=cloud", "logger.mode"),
+    ("search.seeds=newest", "search.seeds"),
 ])
 def test_hostile_values_name_the_field(override, field):
     with pytest.raises(ConfigError) as e:
         load(override)
     assert f"'{field}'" in str(e.value)
+
+
+def test_search_seeds_takes_all_listed_or_best_all_by_default():
+    assert load().search.seeds == "all"
+    for value in ("all", "listed", "best"):          # whether the task has a best/ kernel: the plan (test_plan.py)
+        assert load(f"search.seeds={value}").search.seeds == value
+    with pytest.raises(ConfigError, match="all .*listed.*best"):
+        load("search.seeds=seeds")
 
 
 def test_unknown_task_lists_the_known_ones():

@@ -56,23 +56,25 @@ from kevolve.search.start import check_llm, open_store, start_ray
 from kevolve.search.store import Store
 from kevolve.search.summary import Summarising
 from kevolve.search.verification import Screened, Verification
-from kevolve.task.spec import Task, load_task
+from kevolve.task.spec import Task, TaskError, load_task
 from kevolve.tracking import make_tracker, row
 
 DUPLICATE_STREAK = 200       # proposals of a kind (knob, LLM) in a row that gave nothing new: that kind is spent
 ACTOR_RETRIES = 2            # a call lost with its actor's process, or a harness failure, is sent again this many times
 
 
-def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None) -> RunSummary:
+def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
+        command: list[str] | None = None) -> RunSummary:
     """Runs (or resumes) a search; returns its summary.
 
     `stream` replaces the operators with a fixed sequence of sources (no seeds, no mutation): the same
-    pipeline judges exactly those candidates — what `experiments/bench_throughput.py` measures."""
+    pipeline judges exactly those candidates — what `experiments/bench_throughput.py` measures. `command`: the
+    command line's overrides, kept in a new run's store (what `python -m kevolve.tasks best` quotes)."""
     task = load_task(cfg.task.name)
     check_llm(cfg.llm)                                   # a missing key stops here, before Ray or a store
     start_ray(cfg.resources)
     plan = resolve(cfg, task, ray.cluster_resources())
-    store, resumed = open_store(cfg, run_dir, task)      # only once the configuration is known to be good
+    store, resumed = open_store(cfg, run_dir, task, command)   # only once the configuration is known to be good
     try:
         driver = Driver(plan, task, store, run_dir, stream)
     except ConfigError:
@@ -177,10 +179,14 @@ class Driver(Summarising):
             return
         if self.recorded is not None:
             seeds = [replace(c, created=time.time()) for c in self.recorded.seeds()]
-        else:
-            seeds = [Candidate.new(path.read_text(), island=i % self.plan.population.islands, operator="seed",
-                                   meta={"file": path.name})
-                     for i, path in enumerate(self.task.seed_paths(self.plan.target, ABI))]
+        else:                                        # search.seeds: the listed seeds, the best/ kernel, or both
+            if not self.plan.seeds:
+                raise TaskError(f"task {self.task.name} has no seed kernel for target={self.plan.target} abi={ABI}: "
+                                f"list one under seeds: in its task.yaml, or promote a best kernel "
+                                f"(`python -m kevolve.tasks best RUN_DIR`)")
+            seeds = [Candidate.new(Path(path).read_text(), island=i % self.plan.population.islands,
+                                   operator="seed", meta={"file": label})
+                     for i, (label, path) in enumerate(self.plan.seeds)]
         for c in seeds:
             if self.population.reserve(c.source):
                 self._add(c)

@@ -4,8 +4,9 @@
 cluster (`ray.cluster_resources()`: CPU and GPU counts) into a frozen `Plan`: target, shape set, how many
 evaluators and builders, how many candidates and LLM calls in flight (the LLM calls' start and bounds: the driver
 adapts within them, kevolve/search/pacing.py), the judging options, cache sizes, budgets,
-the LLM, its operators' settings and verifiers. The device the prompts name (GPU and arch, or the CPU) comes
-from the evaluators once they run (`with_device`). Nothing
+the LLM, its operators' settings and verifiers, and the seed kernels the search starts from (`search.seeds`:
+the files task.yaml lists, the task's best/ kernel, or both; `best` without one is refused here). The device
+the prompts name (GPU and arch, or the CPU) comes from the evaluators once they run (`with_device`). Nothing
 below the driver re-derives a default; a configuration the cluster cannot serve (cuda without GPUs, a
 shape set the task lacks) raises `ConfigError` here, naming the field, before anything starts.
 Pure: no Ray calls (the caller passes the cluster's resources), so it is tested as plain Python.
@@ -22,7 +23,7 @@ from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, 
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
 from kevolve.search import pacing
-from kevolve.task.spec import Task
+from kevolve.task.spec import BEST_FILES, Task
 
 ABI = "c"            # a search writes kernels in the C ABI (the torch ABI is for importing kernels)
 
@@ -64,6 +65,8 @@ class Plan:
     device: str | None = None            # what prompts name: "NVIDIA H200, sm_90a", or the CPU's name
     profile: bool = False                # profile parents with Nsight Compute (cuda and search.profile) …
     ncu: str | None = None               # … with this ncu, found on the evaluators' PATH (None: not profiled)
+    seeds: tuple[tuple[str, str], ...] = ()   # (label, path): the kernels a new run starts from, in order; the
+                                         # label is the candidate's meta "file" (`cpu.cpp`, `best/cpu.cpp`)
 
     @property
     def llm_operators(self) -> tuple[str, ...]:
@@ -83,6 +86,22 @@ class Plan:
         return self if self.arch or self.target != "cuda" else replace(self, arch=detected)
 
 
+def seed_files(task: Task, target: str, which: str, replay: bool = False) -> tuple[tuple[str, str], ...]:
+    """(label, path) of each kernel a new run of `task` on `target` starts from, for `search.seeds` = `which`:
+    all (the listed seeds, then the best/ kernel), listed, or best. Empty when the task has none (the driver says
+    so when it needs them); `best` without a best/ kernel is a ConfigError, unless a replay takes the recorded
+    run's seeds instead."""
+    key = target if ABI == "c" else f"torch-{target}"
+    listed = tuple((p.name, str(p)) for p in task.seed_paths(target, ABI)) if key in task.seeds else ()
+    best = tuple((f"best/{p.name}", str(p)) for p in task.best_paths(target, ABI))
+    if which == "best" and not best and not replay:
+        name = BEST_FILES[target]
+        raise ConfigError(f"config field 'search.seeds': best, but task {task.name} has no best kernel for "
+                          f"target={target} ({task.dir / 'best' / name} is missing): promote one from a finished "
+                          f"run with `python -m kevolve.tasks best RUN_DIR`, or use search.seeds=all|listed")
+    return {"all": listed + best, "listed": listed, "best": best}[which]
+
+
 def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
     """The plan for searching `task` with `cfg` on a cluster with these resources (CPU, GPU counts)."""
     r, s = cfg.resources, cfg.search
@@ -97,6 +116,7 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                           f"(it has {', '.join(task.shape_sets)})")
     evaluators = r.evaluators or (gpus if target == "cuda" else 1)
     llm = cfg.llm if cfg.llm.provider != "none" else None
+    seeds = seed_files(task, target, s.seeds, replay=bool(llm is not None and llm.replay))
     llm_calls = least = most = 0
     if llm is not None:
         # in flight ≈ evaluators × LLM latency / judgement time (pacing.py): from priors now, measured later,
@@ -135,4 +155,4 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 in_flight_follows_llm=s.in_flight is None and bool(llm_ops), choice=s.choice,
                 translations=s.translations if llm is not None and s.population.operators.get("translate", 0) > 0
                 else 0, meta_children=s.meta_children, strategies_shown=s.strategies_shown, verifiers=s.verifiers,
-                profile=s.profile and target == "cuda" and llm is not None)
+                profile=s.profile and target == "cuda" and llm is not None, seeds=seeds)

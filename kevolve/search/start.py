@@ -18,12 +18,13 @@ from kevolve.config import Config, ConfigError, ResourcesConfig
 from kevolve.llm import LLMConfig, LLMConfigError, make_provider
 from kevolve.llm.cache import Cache
 from kevolve.llm.config import CACHE_FILE
-from kevolve.search.store import Store
+from kevolve.search.store import Store, redact_arg
 from kevolve.task.spec import Task
 
 
-def open_store(cfg: Config, run_dir: Path, task: Task) -> tuple[Store, bool]:
-    """The run's store: opened to resume (it must have searched the same task), or created with the config."""
+def open_store(cfg: Config, run_dir: Path, task: Task, command: list[str] | None = None) -> tuple[Store, bool]:
+    """The run's store: opened to resume (it must have searched the same task), or created with the config and
+    the command line's overrides (`command`, when the run came from `python -m kevolve`; secret values redacted)."""
     if cfg.resume:
         store = Store.open(run_dir)
         meta = store.meta()
@@ -35,6 +36,8 @@ def open_store(cfg: Config, run_dir: Path, task: Task) -> tuple[Store, bool]:
         return store, True
     from omegaconf import OmegaConf
     meta = {"task": task.name, "config": OmegaConf.to_container(OmegaConf.structured(cfg)), "started": time.time()}
+    if command is not None:
+        meta["command"] = [redact_arg(a) for a in command]
     return Store.create(run_dir, meta), False
 
 

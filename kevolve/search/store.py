@@ -1,6 +1,6 @@
 """The run's record: one SQLite database, `<run_dir>/kevolve.db`, holding every candidate and its verdicts.
 
-Tables: `run` (key → JSON value: task, target, config, started, schema, version), `candidates` (one row per
+Tables: `run` (key → JSON value: task, target, config, command, started, schema, version), `candidates` (one row per
 candidate: source, lineage, status, verdict/build/evaluation JSON, fitness, cost, per-stage seconds; the choice
 policy's `arm` and the `reward` the child earned it; `screening`: the LLM verifiers' verdicts and the decision),
 `measurements` (one row per candidate × configuration, for plain SQL), `events` (time, kind, JSON payload).
@@ -76,6 +76,12 @@ def redact(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
     return value
+
+
+def redact_arg(arg: str) -> str:
+    """A command-line override `key=value` with the value replaced by "***" when the key names a secret."""
+    key, sep, _ = str(arg).partition("=")
+    return f"{key}=***" if sep and _SECRET_KEY.search(key.rsplit(".", 1)[-1].lstrip("+~")) else str(arg)
 
 
 def _json(value: Any) -> str | None:

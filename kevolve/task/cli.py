@@ -1,18 +1,23 @@
-"""`python -m kevolve.tasks list | check | import`: what tasks there are, whether each is a fair test, new ones.
+"""`python -m kevolve.tasks list | check | import | best`: what tasks there are, whether each is a fair test, new
+ones, and the best kernel each has so far.
 
   list                       every task of tasks/: direction, sizes, shape sets (configurations, held out, inits,
                              seeds), the memory floor (and the FLOP floor where floor_flops is set) over the bench
-                             set, seed kernels per target.
+                             set, seed kernels per target, best kernels per target (with their recorded speedup).
   check [NAME|PATH …]        runs the task filters (`kevolve.task.filters`) and prints task × filter, pass or FAIL,
       [--shapes small|bench]   then why each FAIL failed (`-v`: every filter's detail). Default: every task of
       [--device cpu|cuda]      tasks/, on the CPU's `small` set (cuda: `bench`). Exit 1 when a task fails a filter.
       [--filters a,b] [--variants N] [--max-shapes K]
   import PATH … [--out DIR]  imports KernelBench problem files as task folders (`kevolve.task.kernelbench`);
       [--name NAME] [--atol X] [--rtol X]   prints each folder, or why a file was refused (then exit 1).
+  best RUN_DIR [--force]     promotes a finished run's confirmed best kernel into its task's best/ (task/best.py):
+      [--task NAME|PATH]       `<target>.cu|.cpp` byte for byte and `<target>.md` (its numbers, the command); refuses
+                               (exit 1) a run with no confirmed correct best, or a best/ kernel with a higher recorded
+                               speedup unless --force. --task: the task folder, if not the one the run's config names.
 
 The command lives here, beside the task code; `kevolve/tasks.py` only makes `python -m kevolve.tasks` run it (as
 `kevolve/evaluate.py` does for the judge). `tasks/` at the top of the checkout is data: task folders, no code.
-Exit status: 0 done and everything passed, 1 a filter failed or a file was refused, 2 bad usage.
+Exit status: 0 done and everything passed, 1 a filter failed, a file or a promotion was refused, 2 bad usage.
 Not guaranteed: `check` on the CPU says nothing about TF32 or other GPU numerics (run it with --device cuda there).
 """
 from __future__ import annotations
@@ -49,20 +54,27 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--name", default=None, help="the task's name (one PATH only; default kb_[l<level>_]<stem>)")
     i.add_argument("--atol", type=float, default=1e-4)
     i.add_argument("--rtol", type=float, default=1e-4)
+    b = sub.add_parser("best", help="promote a finished run's best kernel into its task's best/")
+    b.add_argument("run_dir", metavar="RUN_DIR")
+    b.add_argument("--force", action="store_true", help="replace a best/ kernel with a higher recorded speedup")
+    b.add_argument("--task", default=None, metavar="NAME|PATH", help="the task folder (default: the run's)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
-    return {"list": list_command, "check": check_command, "import": import_command}[args.command](args)
+    return {"list": list_command, "check": check_command, "import": import_command,
+            "best": best_command}[args.command](args)
 
 
 # ---------------------------------------------------------------- list
 def list_command(args) -> int:
     from kevolve.report.tables import table
     rows = [_row(load_task(name)) for name in list_tasks()]
-    print(table(rows, ["task", "direction", "sizes", "bench", "small", "floor (bench)", "FLOPs (bench)", "seeds"]))
-    print("shape sets: configurations + held out, x init sets x seeds = cases")
+    print(table(rows, ["task", "direction", "sizes", "bench", "small", "floor (bench)", "FLOPs (bench)", "seeds",
+                       "best"]))
+    print("shape sets: configurations + held out, x init sets x seeds = cases; best: tasks/<name>/best/ kernels, "
+          "the speedup their .md records")
     return 0
 
 
@@ -72,7 +84,16 @@ def _row(t: Task) -> list[str]:
     flops = [t.flops(c.size_dict) for c in bench] if t.floor_flops else []
     seeds = ", ".join(f"{k} {len(v)}" for k, v in sorted(t.seeds.items())) or "none"
     return [t.name, t.direction, ",".join(t.sizes), _set(t, "bench"), _set(t, "small"),
-            _span(floors, "B"), _span(flops, "FLOP") if flops else "-", seeds]
+            _span(floors, "B"), _span(flops, "FLOP") if flops else "-", seeds, _best(t)]
+
+
+def _best(t: Task) -> str:
+    from kevolve.task.best import recorded_speedup
+    shown = []
+    for target in t.best:
+        x = recorded_speedup(t, target)
+        shown.append(f"{target} {x:.2f}x" if x is not None else target)
+    return ", ".join(shown) or "-"
 
 
 def _set(t: Task, name: str) -> str:
@@ -159,3 +180,20 @@ def import_command(args) -> int:
             refused += 1
             print(f"{path}: refused: {e}", file=sys.stderr)
     return 1 if refused else 0
+
+
+# ---------------------------------------------------------------- best
+def best_command(args) -> int:
+    from kevolve.task.best import PromotionError, promote
+    try:
+        done = promote(args.run_dir, force=args.force, task=args.task)
+    except TaskError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except PromotionError as e:
+        print(f"refused: {e}", file=sys.stderr)
+        return 1
+    was = f" (replacing one of {done.replaced:.3f}x)" if done.replaced is not None else ""
+    speedup = f"{done.speedup:.3f}x" if done.speedup is not None else "unknown speedup"
+    print(f"{done.kernel}: {speedup}{was}\n{done.notes}")
+    return 0

@@ -6,7 +6,10 @@ GEMM and convolution tasks, a FLOP floor `floor_flops`),
 `baseline` — what torch eager and torch.compile are timed on, in the task's dtype; inputs initialised
 `drawn` come from its `draw_inputs(seed, device, **sizes, **scalars)`, e.g. an imported KernelBench
 problem's own `get_inputs()` and parameters), `prompt.md`
-(what an LLM is told) and `seeds/` (one plain, correct kernel per target and ABI).
+(what an LLM is told) and `seeds/` (one plain, correct kernel per target and ABI). An optional `best/` holds
+the fastest kernel found so far per target, named by it (`cuda.cu`, `cpu.cpp`; C ABI only), each beside a
+markdown file of the same stem (`cuda.md`) with its numbers and the command that produced it: what
+`python -m kevolve.tasks best RUN_DIR` writes (`kevolve.task.best`) and `search.seeds` starts from.
 
 An optional `torch_abi` block in task.yaml says how the torch ABI calls a kernel, as robust-kbench's harness
 calls its extensions (`kevolve/task/torch_call.py` documents the format): the arguments in order — inputs,
@@ -20,10 +23,10 @@ configuration may list its own (`{B: 1, N: 4194304, inits: [random, offset_mild]
 for it — LayerNorm's rows of 4M elements take a milder offset than float32 torch fails on shorter rows.
 
 Guarantees: a task that loads is complete — every shape expression evaluates on every configuration,
-every input has an initialiser for every init set, every seed file named exists, every scalar value a
-configuration sets has its declared type — and a malformed one raises `TaskError` naming the file and the
-field; every torch_abi view holds exactly its tensor's elements on every configuration, and no two
-configurations of a shape set share an id. A configuration's scalar values (`Case.scalars`: its own, else the defaults) are what its kernel,
+every input has an initialiser for every init set, every seed file named exists, every best/ kernel is
+named by its target and has its .md, every scalar value a configuration sets has its declared type — and a
+malformed one raises `TaskError` naming the file and the field; every torch_abi view holds exactly its
+tensor's elements on every configuration, and no two configurations of a shape set share an id. A configuration's scalar values (`Case.scalars`: its own, else the defaults) are what its kernel,
 reference and baselines get. Inputs are a pure function of (task, configuration, variant, device type):
 the evaluator and its worker process draw identical tensors independently.
 Not guaranteed: that `reference` is right; tests compare it with torch where torch has the operation.
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
 
 TASKS_DIR = ROOT / "tasks"
 TARGETS = ("cpu", "cuda")
+BEST_FILES = {"cpu": "cpu.cpp", "cuda": "cuda.cu"}    # target -> its kernel's name in best/ (the .md: same stem)
 DTYPES = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t"}
 SCALAR_TYPES = {"float": "float", "double": "double", "int": "int64_t"}
 
@@ -189,6 +193,7 @@ class Task:
     baseline: Callable[..., Any] = field(repr=False, compare=False)
     torch_call: "TorchCall | None" = None   # how the torch ABI calls the kernel (torch_call.py); None: as before
     draw: Callable[..., dict] | None = field(default=None, repr=False, compare=False)   # reference.draw_inputs
+    best: tuple[str, ...] = ()           # targets with a best kernel in best/ (BEST_FILES), each with its .md
 
     @property
     def ref(self) -> str:
@@ -228,6 +233,13 @@ class Task:
 
     def seed_path(self, target: str, abi: str = "c") -> Path:
         return self.seed_paths(target, abi)[0]
+
+    def best_paths(self, target: str, abi: str = "c") -> list[Path]:
+        """The best kernel found so far for (target, abi), in best/ (`best/cuda.cu`); empty when there is none
+        (the torch ABI has none: a search writes C ABI kernels)."""
+        if abi != "c" or target not in self.best:
+            return []
+        return [self.dir / "best" / BEST_FILES[target]]
 
     def prompt(self) -> str:
         p = self.dir / "prompt.md"
@@ -387,6 +399,7 @@ def _parse(raw: dict, folder: Path) -> Task:
             if not (folder / "seeds" / fname).exists():
                 raise TaskError(f"seed {key}: file seeds/{fname} does not exist")
     task = Task(name=raw["name"], direction=raw["direction"], description=raw.get("description", "").strip(),
+                best=_best(folder),
                 sizes=sizes, inputs=inputs, outputs=outputs, scalars=scalars,
                 workspace_bytes=str(raw.get("workspace_bytes", 0)), floor_bytes=str(raw["floor_bytes"]),
                 floor_flops=str(raw["floor_flops"]) if raw.get("floor_flops") is not None else None,
@@ -407,6 +420,25 @@ def _parse(raw: dict, folder: Path) -> Task:
         from kevolve.task import torch_call
         torch_call.check(task.torch_call, task)
     return task
+
+
+def _best(folder: Path) -> tuple[str, ...]:
+    """The targets with a kernel in best/: each named by its target, each beside its .md."""
+    best = folder / "best"
+    if not best.is_dir():
+        return ()
+    names = {f: t for t, f in BEST_FILES.items()}
+    for p in sorted(best.iterdir()):
+        if p.suffix in (".cu", ".cpp", ".c", ".cc", ".cuh", ".h") and p.name not in names:
+            raise TaskError(f"best/{p.name}: a best kernel is named by its target ({', '.join(BEST_FILES.values())})")
+    found = []
+    for fname, target in sorted(names.items(), key=lambda x: x[1]):
+        if (best / fname).is_file():
+            if not (best / fname).with_suffix(".md").is_file():
+                raise TaskError(f"best/{fname} has no best/{Path(fname).stem}.md (its numbers and the command that "
+                                f"produced it): promote a run's best with `python -m kevolve.tasks best RUN_DIR`")
+            found.append(target)
+    return tuple(found)
 
 
 def _scalar(d: dict) -> ScalarSpec:

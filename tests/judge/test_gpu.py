@@ -65,6 +65,14 @@ def test_every_further_cuda_seed_is_correct(name, fname):
     assert ev.correct, ev.failure
 
 
+@pytest.mark.parametrize("name", [n for n in list_tasks() if "cuda" in load_task(n).best])
+def test_every_best_cuda_kernel_is_correct(name):
+    """A task's best/cuda.cu (kevolve.task.best), on the whole small set: a search judged it on bench only."""
+    task = load_task(name)
+    ev = evaluate(task, task.best_paths("cuda")[0].read_text(), CHECK)
+    assert ev.correct, ev.failure
+
+
 # (b) work on a side stream must not look faster ------------------------------------------------------
 TIMING = Options(target="cuda", baselines=("eager",), reps=100, budget_s=0.5, timeout=60)
 

@@ -190,12 +190,13 @@ def test_blanking_keeps_lines_and_columns():
     assert "fopen" not in blank and "getenv" not in blank and "int a;" in blank and "char s[] =" in blank
 
 
-SEEDS = sorted(p for p in TASKS_DIR.glob("*/seeds/*") if p.suffix in (".cu", ".cpp"))
+SEEDS = sorted(p for p in [*TASKS_DIR.glob("*/seeds/*"), *TASKS_DIR.glob("*/best/*")] if p.suffix in (".cu", ".cpp"))
 
 
-@pytest.mark.parametrize("path", SEEDS, ids=[f"{p.parent.parent.name}/{p.name}" for p in SEEDS])
+@pytest.mark.parametrize("path", SEEDS, ids=[f"{p.parent.parent.name}/{p.parent.name}/{p.name}" for p in SEEDS])
 def test_seed_kernels_pass(path):
-    """Every seed of every task passes the rules for its target and ABI (torch-format seeds are named torch_*)."""
+    """Every seed and every best/ kernel of every task passes the rules for its target and ABI (torch-format seeds
+    are named torch_*; a best kernel is C ABI)."""
     target = "cuda" if path.suffix == ".cu" else "cpu"
     abi = "torch" if path.name.startswith("torch") else "c"
     verdict = verify.check(path.read_text(), target, abi)

@@ -78,3 +78,52 @@ def test_what_the_cluster_cannot_serve_is_refused_naming_the_field(task, section
 def test_new_settings_are_checked(sections, field):
     with pytest.raises(ConfigError, match=field):
         config(**sections)
+
+
+# ---------------------------------------------------------------- search.seeds: what a new run starts from
+def best_copy(tmp_path: Path) -> Path:
+    """The search task copied with a best/cpu.cpp (its seed with a knob changed: another source) and its .md."""
+    import shutil
+    from kevolve.operators import knobs
+    folder = tmp_path / "search_task"
+    shutil.copytree(TASK, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    seed = (TASK / "seeds" / "cpu.cpp").read_text()
+    knob = next(iter(knobs.parse(seed).values()))
+    (folder / "best").mkdir()
+    (folder / "best" / "cpu.cpp").write_text(knobs.apply(seed, {knob.name: knob.alternatives[0]}))
+    (folder / "best" / "cpu.md").write_text("---\ntask: search_task\ntarget: cpu\nspeedup: 1.2\n---\n")
+    return folder
+
+
+@pytest.mark.parametrize("which, labels", [("all", ["cpu.cpp", "best/cpu.cpp"]), ("listed", ["cpu.cpp"]),
+                                           ("best", ["best/cpu.cpp"])])
+def test_search_seeds_chooses_the_listed_seeds_the_best_kernel_or_both(tmp_path, which, labels):
+    folder = best_copy(tmp_path)
+    cfg = from_hydra({"task": {"name": str(folder)}, "search": {"seeds": which}})
+    plan = resolve(cfg, load_task(folder), {"CPU": 4})
+    assert [label for label, _ in plan.seeds] == labels
+    files = {"cpu.cpp": folder / "seeds" / "cpu.cpp", "best/cpu.cpp": folder / "best" / "cpu.cpp"}
+    assert [Path(p) for _, p in plan.seeds] == [files[label] for label in labels]
+
+
+def test_without_a_best_kernel_all_is_the_listed_seeds_and_best_is_a_config_error(task):
+    assert [label for label, _ in resolve(config(), task, {"CPU": 4}).seeds] == ["cpu.cpp"]
+    with pytest.raises(ConfigError) as e:
+        resolve(config(search={"seeds": "best"}), task, {"CPU": 4})
+    message = str(e.value)
+    assert "'search.seeds'" in message and str(TASK / "best" / "cpu.cpp") in message
+    assert "python -m kevolve.tasks best RUN_DIR" in message and "search.seeds=all|listed" in message
+
+
+def test_best_for_another_target_is_no_best_for_this_one(tmp_path):
+    folder = best_copy(tmp_path)                   # a cpu best only: a cuda search with seeds=best is refused
+    with pytest.raises(ConfigError, match=r"no best kernel for target=cuda .*best/cuda.cu is missing"):
+        resolve(from_hydra({"task": {"name": str(folder)}, "search": {"seeds": "best"}}), load_task(folder),
+                {"CPU": 4, "GPU": 1})
+
+
+def test_a_replay_takes_the_recorded_runs_seeds_so_best_needs_no_best_kernel(task, tmp_path):
+    (tmp_path / "llm_cache.sqlite").write_text("")             # what llm.replay checks for
+    cfg = config(search={"seeds": "best"}, llm={"provider": "openai", "replay": str(tmp_path),
+                                                "models": [{"name": "gpt-5"}]})
+    assert resolve(cfg, task, {"CPU": 4}).seeds == ()

@@ -4,7 +4,9 @@ the plain one, for the mnist_*, GEMM and convolution tasks);
 every CPU seed is correct on the whole small set for every value of every knob (the others at their
 defaults; the harness accepts each: tests/judge/test_clock.py); every CUDA seed compiles with nvcc for every
 knob value (`slow`, skipped without nvcc) and computes the right answer under a CPU emulator of CUDA (at its
-defaults, warps forward; reversed and every knob value `slow`).
+defaults, warps forward; reversed and every knob value `slow`). A task's best/ kernels (kevolve.task.best) keep
+the same contract: the static rules (tests/judge/test_rules.py), a CPU one correct on the whole small set, a CUDA one
+compiled by nvcc, each with the numbers its .md records (no task ships one yet: these tests then have no cases).
 
 The emulator (below) runs each CUDA thread of a block as a fiber: `__syncthreads` and the warp shuffles are
 barriers that switch fibers, warps run one at a time as far as they can (forward, then in reverse order),
@@ -205,6 +207,36 @@ def test_cpu_seed_is_correct_on_the_small_set_for_every_knob_value(v):
     if knob:
         configs = [c for c in configs if c.seed == configs[0].seed]
     assert run_kernel(t, _cpu_kernel(name, variant_source(*v)), configs) == []
+
+
+# ---------------------------------------------------------------- best/ kernels: the seeds' contract
+def best_files(target: str | None = None) -> list[tuple[str, str]]:
+    """(task, target) of every best/ kernel a task ships (kevolve.task.best); empty while none does."""
+    return [(n, t) for n in TASKS for t in task(n).best if target in (None, t)]
+
+
+@pytest.mark.parametrize("name,target", best_files(), ids=lambda x: str(x))
+def test_every_best_kernel_records_its_numbers(name, target):
+    from kevolve.task.best import numbers
+    path = task(name).best_paths(target)[0]
+    assert path.suffix == {"cpu": ".cpp", "cuda": ".cu"}[target]
+    got = numbers(path.with_suffix(".md"))
+    assert (got.get("task"), got.get("target")) == (name, target)
+    assert isinstance(got.get("speedup"), (int, float)) and got["speedup"] > 0
+
+
+@pytest.mark.parametrize("name", [n for n, _ in best_files("cpu")])
+def test_cpu_best_is_correct_on_the_small_set(name):
+    t = task(name)
+    src = t.best_paths("cpu")[0].read_text()
+    assert run_kernel(t, _cpu_kernel(name, src), t.configs("small")) == []
+
+
+@pytest.mark.skipif(nvcc_missing(), reason="nvcc not found")
+@pytest.mark.parametrize("name", [n for n, _ in best_files("cuda")])
+def test_cuda_best_compiles(name):
+    b = build(task(name).best_paths("cuda")[0].read_text(), "cuda")
+    assert b.ok, b.error
 
 
 # ---------------------------------------------------------------- CUDA seeds: nvcc, every knob value
