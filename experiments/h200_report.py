@@ -5,8 +5,9 @@
 Each TABLE is a file in the format of experiments/seeds_table.py (one row per task, seed and bench shape:
 kernel, compile and eager device µs on the judge's clock, the memory floor, speedups; a geomean row per
 seed; `#` lines say what ran and how). Default: seeds_plain.h200.txt, seeds_table.h200.txt and seeds_further.h200.txt. Per task the
-report keeps the seed measured fastest (highest geomean over torch.compile): until a task has a searched
-kernel in `tasks/<name>/best/`, that seed is its best kernel. Writes a summary table (one row per task), then
+report keeps the seed measured fastest (highest geomean over torch.compile; a seed judged twice, its latest
+judgement). Writes a summary table (one row per task), the searched kernels of `tasks/<name>/best/` (what each
+cuda.md records), then
 per task every shape (first initialisation's numbers, `worst init` the lowest speedup over the faster torch
 baseline over its initialisations), then every table's own header, which names the commands behind it.
 Only rows of correct judgements count: a rejected seed's row says REJECTED and is skipped. A seed whose table
@@ -44,10 +45,14 @@ def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def seeds(rows: list[dict[str, str]]) -> dict[str, dict[str, dict]]:
-    """task -> seed -> {"shapes": [rows], "geomean": row}, correct judgements only (those with a geomean)."""
+    """task -> seed -> {"shapes": [rows], "geomean": row}, correct judgements only (those with a geomean). A seed
+    judged again later (a later table, in the same file or a later one) keeps only its latest judgement: the
+    file as it is now."""
     out: dict[str, dict[str, dict]] = {}
     for r in rows:
         entry = out.setdefault(r["task"], {}).setdefault(r["seed"], {"shapes": [], "geomean": None})
+        if entry["geomean"] is not None and r["configuration"] != "geomean":      # a new judgement begins
+            entry = out[r["task"]][r["seed"]] = {"shapes": [], "geomean": None}
         if r["configuration"] == "geomean":
             entry["geomean"] = r
         elif r["configuration"] != "REJECTED":
@@ -106,6 +111,7 @@ def report(paths: list[Path]) -> str:
     for task in sorted(p.parent.name for p in (RESULTS.parent.parent / "tasks").glob("*/task.yaml")):
         if not tasks.get(task):
             summary.append(f"| {task} | not judged correct on bench yet | | | | | | | | |")
+    searched = best_kernels()
     sources = []
     for name, n in notes.items():
         sources += [f"`experiments/results/{name}`:", "", "```", *n, "```", ""]
@@ -122,7 +128,34 @@ def report(paths: list[Path]) -> str:
         "shapes, and device time is the fair comparison there). Geomeans are over every configuration (shape ×",
         "initialisation), as the judge reports them; \"vs eager\" over the shapes listed.",
         "",
-        *summary, "", *detail, "## Sources", "", *sources]).rstrip() + "\n"
+        *summary, "", *searched, *detail, "## Sources", "", *sources]).rstrip() + "\n"
+
+
+def best_kernels() -> list[str]:
+    """The section on tasks/<name>/best/cuda.cu: what each .md records (kevolve.task.best writes it from a search's
+    final judgement, baselines interleaved; its per-configuration table is in the .md)."""
+    import yaml
+    rows = []
+    for md in sorted((RESULTS.parent.parent / "tasks").glob("*/best/cuda.md")):
+        text = md.read_text()
+        front = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else {}
+        ci = front.get("speedup_ci") or [None, None]
+        f = lambda v, fmt: "-" if v is None else fmt.format(v)  # noqa: E731
+        rows.append(f"| {front.get('task', md.parent.parent.name)} | {front.get('operator', '-')} "
+                    f"(candidate {front.get('candidate', '-')}) | {f(front.get('speedup_compile'), '{:.2f}x')} | "
+                    f"{f(front.get('speedup'), '{:.2f}x')} [{f(ci[0], '{:.2f}')}, {f(ci[1], '{:.2f}')}] | "
+                    f"{f(front.get('speedup_eager'), '{:.2f}x')} | {f(front.get('floor_fraction'), '{:.0%}')} | "
+                    f"{front.get('configurations', '-')} | {front.get('device', '-')} | "
+                    f"[{md.parent.parent.name}/best/cuda.md](../../tasks/{md.parent.parent.name}/best/cuda.md) |")
+    if not rows:
+        return []
+    return ["## Searched kernels (`tasks/<name>/best/cuda.cu`)", "",
+            "A knob search's best per task, promoted with `python -m kevolve.tasks best RUN_DIR`: the numbers of the "
+            "run's final judgement (a fresh worker, baselines interleaved, every configuration of bench; the seeds' "
+            "tables above time each seed once, so the two differ by the run-to-run noise of both baselines). "
+            "`search.seeds=best` starts a search from it. Each .md has the command and the per-configuration table.", "",
+            "| task | best kernel | vs compile | vs best torch [95%] | vs eager | of the floor | configurations | device | numbers |",
+            "|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def main() -> int:

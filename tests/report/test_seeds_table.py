@@ -77,7 +77,7 @@ def test_the_h200_report_keeps_each_tasks_fastest_correct_seed(tmp_path, capsys)
     table = tmp_path / "seeds.h200.txt"
     table.write_text("# what ran: bash experiments/gpu_seeds.sh\n" + capsys.readouterr().out)
     text = h200.report([table])
-    summary = [line for line in text.splitlines() if line.startswith("| layernorm_fwd |")]
+    summary = [line for line in text.splitlines() if line.startswith("| layernorm_fwd |") and "seeds.h200.txt" in line]
     assert len(summary) == 1 and "| cuda_fast.cu | 2 |" in summary[0], summary
     assert "### layernorm_fwd: cuda_fast.cu (other seeds, vs compile: cuda_split " in text
     assert "| B=8,(1,256,256) | 12.0us | 6.8us | 8.0us | 2.0us | 25% | 0.85x | 0.85x | 0.85x | yes |" in text
@@ -98,5 +98,29 @@ def test_the_h200_report_says_when_compile_was_not_timed(tmp_path, capsys):
     seeds_table.main([str(log(tmp_path, ev))])
     table = tmp_path / "seeds.h200.txt"
     table.write_text(capsys.readouterr().out)
-    summary = [line for line in h200.report([table]).splitlines() if line.startswith("| layernorm_fwd |")]
+    summary = [line for line in h200.report([table]).splitlines()
+               if line.startswith("| layernorm_fwd |") and "seeds.h200.txt" in line]
     assert len(summary) == 1 and "compile not timed on 1 of 2 shapes" in summary[0], summary
+
+
+def test_the_h200_report_keeps_a_seeds_latest_judgement_and_lists_the_best_kernels(tmp_path, capsys):
+    """A seed judged twice (a second table appended to a results file) counts once, by its latest judgement; every
+    tasks/<name>/best/cuda.md gives a row of the searched-kernels section, with its recorded numbers."""
+    spec = importlib.util.spec_from_file_location("h200_report", ROOT / "experiments" / "h200_report.py")
+    h200 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(h200)
+    ev = evaluation(True)
+    seeds_table.main([str(log(tmp_path, ev))])
+    first = capsys.readouterr().out
+    slower = tuple(dataclasses.replace(m, kernel=Stats(2 * m.kernel.median, 2 * m.kernel.p10, 2 * m.kernel.p90, 9))
+                   for m in ev.measurements)
+    seeds_table.main([str(log(tmp_path, dataclasses.replace(ev, measurements=slower)))])
+    table = tmp_path / "seeds.h200.txt"
+    table.write_text("# first\n" + first + "\n# again\n" + capsys.readouterr().out)
+    text = h200.report([table])
+    summary = [line for line in text.splitlines() if line.startswith("| layernorm_fwd |") and "seeds.h200.txt" in line]
+    assert len(summary) == 1 and "| cuda_fast.cu | 2 |" in summary[0], summary     # two shapes, not four
+    assert "| B=8,(1,256,256) | 12.0us | 6.8us | 16.0us |" in text                  # the second judgement's time
+    shipped = sorted(p.parent.parent.name for p in (ROOT / "tasks").glob("*/best/cuda.md"))
+    rows = [line for line in text.split("## Searched kernels", 1)[-1].splitlines() if "/best/cuda.md](" in line]
+    assert [r.split(" | ")[0].lstrip("| ") for r in rows] == shipped

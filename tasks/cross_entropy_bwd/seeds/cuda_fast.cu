@@ -16,13 +16,25 @@
 // grad_logits and logits share their address mod 16 (checked at run time); otherwise the body's values
 // are stored one float at a time. (A logits base that is not 4-byte aligned is read all scalar.)
 //
-// Dispatch by shape: G threads per row, the power of two (MIN_LANES <= G <= MAX_ROW_THREADS) that
-// leaves each thread about VPT float4s.
-//  group  G <= 32 (C = 10, 100): G lanes of a warp per row, ROW_THREADS / G rows per block (fewer
-//         threads when one block holds all rows: B = 64 or 128 with C = 10 are launch-bound, one
-//         block, one DRAM round trip); the grid strides over the rows.
-//  block  G > 32 (C = 1000 to 100001): one block of G threads per row (1024 for the LLM vocabularies:
-//         C = 32000 is 7.8 float4 per thread, all in registers), the grid striding over rows.
+// Dispatch by shape, first match:
+//  tiny   C <= TINY_C and B * C <= TINY_ELEMS (B = 64 .. 1024 with C = 10): launch-bound, one thread per
+//         row, TINY_THREADS rows per block, every load issued up front (one DRAM round trip), no shuffle,
+//         barrier or online rescaling: see tiny_rows.
+//  smem   (GPU builds only; off by default: SMEM_MIN_C) rows for a block of 1024 (C > 8192) that fit in shared
+//         memory (SMEM_MIN_C <= C,
+//         4 C bytes <= SMEM_MAX_BYTES, 4-byte aligned logits: C = 32000, 50257): the row is read from DRAM
+//         once into dynamic shared memory (50257 floats do not fit in 1024 threads' registers), one exp
+//         per element (the block path spends two plus the online rescales), the next row's first float4s
+//         prefetched into registers during this row's compute and stores, one persistent block per SM:
+//         see smem_rows. Falls back to the paths below when a runtime call fails. Measured on the H200 (judge
+//         clock, a knob search of this seed, experiments/results/search_cross_entropy_bwd.h200.txt): slower
+//         than the block path (B=4096,C=50257: 1.09 ms vs 0.83 ms; B=8192,C=32000: 1.16 vs 1.13 ms), so off.
+// Otherwise G threads per row, the power of two (MIN_LANES <= G <= MAX_ROW_THREADS) that leaves each thread
+// about VPT float4s.
+//  group  G <= 32 (C = 100; C = 10 beyond the tiny path): G lanes of a warp per row, ROW_THREADS / G rows
+//         per block (fewer threads when one block holds all rows); the grid strides over the rows.
+//  block  G > 32 (C = 1000 to 100001, the LLM vocabularies included while the smem path is off): one
+//         block of G threads per row (1024 for the LLM vocabularies), the grid striding over rows.
 // p - 1 at the target is formed in float: its error is ~ulp(1) * grad_out / B (atol is 2e-6).
 // exp is the accurate expf (no __expf). The workspace is not used.
 #include <cstdint>
@@ -34,6 +46,13 @@ constexpr int MIN_LANES = 2;            // knob: 1, 2, 4
 constexpr int MAX_ROW_THREADS = 1024;   // knob: 256, 512, 1024
 constexpr int CACHE = 8;                // knob: 4, 8
 constexpr int UNROLL = 2;               // knob: 1, 2, 4
+constexpr int TINY_THREADS = 64;        // knob: 32, 64, 128
+constexpr int TINY_ELEMS = 65536;       // knob: 0, 16384, 65536, 262144
+constexpr int SMEM_MIN_C = 2147483647;  // knob: 8193, 16384, 2147483647
+constexpr int SMEM_UNROLL = 4;          // knob: 2, 4
+constexpr int SMEM_PREFETCH = 4;        // knob: 0, 2, 4
+constexpr int TINY_C = 16;              // the tiny path's widest row (registers per thread)
+constexpr int SMEM_MAX_BYTES = 226 * 1024;  // under an sm_90 block's 227 KB less the static reduction arrays
 constexpr int64_t MAX_GRID = 65536;     // blocks at most; the grid strides over the rest
 
 constexpr unsigned FULL = 0xffffffffu;
@@ -231,6 +250,190 @@ __global__ void __launch_bounds__(T, (1024 / T > 0 ? 1024 / T : 1)) block_rows(c
     }
 }
 
+// Tiny problems (C <= TINY_C, B * C <= TINY_ELEMS): launch-bound, so one thread per row with every load
+// (grad_out, target, the whole row) issued up front, one DRAM round trip, no shuffles or barriers: the row's
+// max and sum in registers (two passes over registers, not online), then the gradient.
+__global__ void __launch_bounds__(TINY_THREADS) tiny_rows(const float* __restrict__ grad_out, const float* __restrict__ logits,
+                                                       const int64_t* __restrict__ target, float* __restrict__ grad,
+                                                       int64_t B, int64_t C) {
+    const float go = __ldg(grad_out);
+    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    const int t = (int)__ldg(target + b);
+    const float* x = logits + b * C;
+    float* out = grad + b * C;
+    const int c = (int)C;
+    float v[TINY_C];
+#pragma unroll
+    for (int j = 0; j < TINY_C; ++j) {                             // branch-free: every load issued at once
+        v[j] = __ldg(x + (j < c ? j : c - 1));
+        if (j >= c) v[j] = -INFINITY;
+    }
+    float M = v[0];
+#pragma unroll
+    for (int j = 1; j < TINY_C; ++j) M = fmaxf(M, v[j]);
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < TINY_C; ++j) {
+        v[j] = j < c ? expf(v[j] - M) : 0.0f;
+        s += v[j];
+    }
+    const float inv = 1.0f / s;
+    const float scale = (float)((double)go / (double)B);
+#pragma unroll
+    for (int j = 0; j < TINY_C; ++j) {
+        const float p = v[j] * inv;
+        if (j < c) out[j] = (j == t ? p - 1.0f : p) * scale;
+    }
+}
+
+#if defined(__CUDACC__)
+// Long rows that do not fit in registers (C >= SMEM_MIN_C, C * 4 bytes <= SMEM_MAX_BYTES): one block of T
+// threads per row, a persistent grid (one block per SM), the row's float4 body held in dynamic shared memory
+// so logits are read from DRAM once. Each thread touches only its own float4 slots (v = tid + k * T), so the
+// slots need no barrier between rows. Per row:
+//   1a  body float4s -> shared memory (SMEM_UNROLL loads in flight per thread), the thread's max m;
+//       the first SMEM_PREFETCH float4s per thread were loaded into registers during the previous row;
+//   --  the next row's first SMEM_PREFETCH float4s per thread -> registers (in flight during the rest);
+//   1b  e = exp(x - m) in place, the thread's sum s (one exp per element in all);
+//   --  the block merges (m, s) -> (M, S) as block_rows does;
+//   2   grad = e * exp(m - M) / S * scale; the target column from its logit: (exp(x_t - M) / S - 1) * scale.
+// Head and tail scalars (0..3 each) sit in registers of threads 0..3.
+__device__ __forceinline__ float max4(float m, float4 v) { return fmaxf(fmaxf(m, fmaxf(v.x, v.y)), fmaxf(v.z, v.w)); }
+
+template <int T>
+__global__ void __launch_bounds__(T, 1) smem_rows(const float* __restrict__ grad_out, const float* __restrict__ logits,
+                                                  const int64_t* __restrict__ target, float* __restrict__ grad,
+                                                  int64_t B, int64_t C, bool vec, bool ovec) {
+    extern __shared__ float4 srow[];
+    constexpr int NW = T / 32;
+    constexpr int PF = SMEM_PREFETCH > 0 ? SMEM_PREFETCH : 1;
+    __shared__ float shm[2][NW], shs[2][NW];
+    const int tid = threadIdx.x, l = tid & 31, w = tid >> 5;
+    const int c = (int)C;
+    const float scale = grad_scale(grad_out, B);
+    float4 pf[PF];
+    int64_t b = blockIdx.x;
+    if (SMEM_PREFETCH > 0 && b < B) {
+        const float* x = logits + b * C;
+        const int head = row_head(x, c, vec), nv = (c - head) >> 2;
+        const float4* vx = reinterpret_cast<const float4*>(x + head);
+#pragma unroll
+        for (int i = 0; i < PF; ++i)
+            if (tid + i * T < nv) pf[i] = __ldg(vx + tid + i * T);
+    }
+    int parity = 0;
+    for (; b < B; b += gridDim.x) {
+        const float* x = logits + b * C;
+        float* out = grad + b * C;
+        const int head = row_head(x, c, vec), nv = (c - head) >> 2, tail0 = head + 4 * nv;
+        const float4* vx = reinterpret_cast<const float4*>(x + head);
+        const int t = (int)__ldg(target + b);
+        const float xt = __ldg(x + ((unsigned)t < (unsigned)c ? t : 0));   // used in pass 2 only
+        const float hx = tid < head ? __ldg(x + tid) : -INFINITY;     // T >= 4: one head / tail scalar a thread
+        const float tx = tail0 + tid < c ? __ldg(x + tail0 + tid) : -INFINITY;
+        float m = fmaxf(hx, tx);
+        int v = tid;
+        if (SMEM_PREFETCH > 0) {
+#pragma unroll
+            for (int i = 0; i < PF; ++i)
+                if (tid + i * T < nv) {
+                    srow[tid + i * T] = pf[i];
+                    m = max4(m, pf[i]);
+                }
+            v = tid + PF * T;
+        }
+        for (; v < nv; v += SMEM_UNROLL * T) {                          // pass 1a
+            float4 q[SMEM_UNROLL];
+#pragma unroll
+            for (int u = 0; u < SMEM_UNROLL; ++u)
+                if (v + u * T < nv) q[u] = __ldg(vx + v + u * T);
+#pragma unroll
+            for (int u = 0; u < SMEM_UNROLL; ++u)
+                if (v + u * T < nv) {
+                    srow[v + u * T] = q[u];
+                    m = max4(m, q[u]);
+                }
+        }
+        const int64_t nb = b + gridDim.x;                                // the next row's first float4s
+        if (SMEM_PREFETCH > 0 && nb < B) {
+            const float* x2 = logits + nb * C;
+            const int head2 = row_head(x2, c, vec), nv2 = (c - head2) >> 2;
+            const float4* vx2 = reinterpret_cast<const float4*>(x2 + head2);
+#pragma unroll
+            for (int i = 0; i < PF; ++i)
+                if (tid + i * T < nv2) pf[i] = __ldg(vx2 + tid + i * T);
+        }
+        const float mm = m == -INFINITY ? 0.0f : m;                      // a thread that owns nothing: s = 0
+        const float he = expf(hx - mm), te = expf(tx - mm);
+        float s = he + te;
+        for (v = tid; v < nv; v += T) {                                   // pass 1b
+            const float4 q = srow[v];
+            const float4 e = make_float4(expf(q.x - mm), expf(q.y - mm), expf(q.z - mm), expf(q.w - mm));
+            s += (e.x + e.y) + (e.z + e.w);
+            srow[v] = e;
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const float m2 = __shfl_xor_sync(FULL, m, o);
+            const float s2 = __shfl_xor_sync(FULL, s, o);
+            merge(m, s, m2, s2);
+        }
+        if (l == 0) {
+            shm[parity][w] = m;
+            shs[parity][w] = s;
+        }
+        __syncthreads();
+        const float mk = l < NW ? shm[parity][l] : -INFINITY;
+        float M = mk;
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(FULL, M, o));
+        float e = l < NW ? shs[parity][l] * expf(mk - M) : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) e += __shfl_xor_sync(FULL, e, o);
+        parity ^= 1;
+        const float inv = 1.0f / e;
+        const float cs = expf(mm - M) * inv * scale;                       // e -> gradient (not the target)
+        const float gt = (expf(xt - M) * inv - 1.0f) * scale;              // the target column
+        if (tid < head) out[tid] = tid == t ? gt : he * cs;
+        if (tail0 + tid < c) out[tail0 + tid] = tail0 + tid == t ? gt : te * cs;
+        for (v = tid; v < nv; v += T) {                                   // pass 2
+            const float4 q = srow[v];
+            const int j = head + 4 * v;
+            float4 g = make_float4(q.x * cs, q.y * cs, q.z * cs, q.w * cs);
+            const unsigned d = (unsigned)(t - j);
+            if (d < 4u) {
+                if (d == 0) g.x = gt;
+                else if (d == 1) g.y = gt;
+                else if (d == 2) g.z = gt;
+                else g.w = gt;
+            }
+            if (ovec) {
+                *reinterpret_cast<float4*>(out + j) = g;
+            } else {
+                out[j] = g.x;
+                out[j + 1] = g.y;
+                out[j + 2] = g.z;
+                out[j + 3] = g.w;
+            }
+        }
+    }
+}
+
+// Launches smem_rows<1024> when the row's body fits in shared memory; false (nothing launched) otherwise.
+static bool launch_smem(const float* grad_out, const float* logits, const int64_t* target, float* grad_logits,
+                        int64_t B, int64_t C, bool vec, bool ovec, cudaStream_t stream) {
+    if (!vec || C < SMEM_MIN_C || C * 4 > SMEM_MAX_BYTES) return false;   // !vec: no float4 body
+    const int bytes = (int)(C / 4 * 16);                                  // nv <= C / 4 float4s
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess
+        || sms <= 0 || cudaFuncSetAttribute(smem_rows<1024>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    const unsigned n = (unsigned)(B < sms ? B : sms);
+    smem_rows<1024><<<n, 1024, bytes, stream>>>(grad_out, logits, target, grad_logits, B, C, vec, ovec);
+    return true;
+}
+#endif
+
 // Threads per row: a power of two, MIN_LANES..MAX_ROW_THREADS, about VPT float4s per thread.
 static int pick_group(int64_t C) {
     const int64_t want = ((C + 3) / 4 + VPT - 1) / VPT;
@@ -246,7 +449,16 @@ extern "C" int backward(const float* grad_out, const float* logits, const int64_
     if (C > 2147483647 - 8) return 1;                             // column indices are int
     const bool vec = ((uintptr_t)logits & 3u) == 0;
     const bool ovec = vec && (((uintptr_t)logits ^ (uintptr_t)grad_logits) & 15u) == 0;
+    if (C <= TINY_C && B * C <= TINY_ELEMS) {
+        const unsigned n = (unsigned)((B + TINY_THREADS - 1) / TINY_THREADS);
+        tiny_rows<<<n, TINY_THREADS, 0, stream>>>(grad_out, logits, target, grad_logits, B, C);
+        return cudaGetLastError() == cudaSuccess ? 0 : 1;
+    }
     const int g = pick_group(C);
+#if defined(__CUDACC__)
+    if (g == 1024 && MAX_ROW_THREADS == 1024 && launch_smem(grad_out, logits, target, grad_logits, B, C, vec, ovec, stream))
+        return cudaGetLastError() == cudaSuccess ? 0 : 1;
+#endif
     if (g <= 32) {
         const int64_t rpb = ROW_THREADS / g;
         int64_t blocks = (B + rpb - 1) / rpb;
