@@ -6,7 +6,7 @@ defaults; the harness accepts each: tests/judge/test_clock.py); every CUDA seed 
 knob value (`slow`, skipped without nvcc) and computes the right answer under a CPU emulator of CUDA (at its
 defaults, warps forward; reversed and every knob value `slow`). A task's best/ kernels (kevolve.task.best) keep
 the same contract: the static rules (tests/judge/test_rules.py), a CPU one correct on the whole small set, a CUDA one
-compiled by nvcc, each with the numbers its .md records (no task ships one yet: these tests then have no cases).
+compiled by nvcc, each with the numbers its .md records (the shipped ones are CUDA: on the GPU, tests/judge/test_gpu.py judges each).
 
 The emulator (below) runs each CUDA thread of a block as a fiber: `__syncthreads` and the warp shuffles are
 barriers that switch fibers, warps run one at a time as far as they can (forward, then in reverse order),
