@@ -422,5 +422,11 @@ def _version() -> str:
     try:
         from importlib.metadata import version
         return version("kevolve")
-    except Exception:           # not installed (run from a checkout)
-        return "unknown"
+    except Exception:           # not installed (run from a checkout, e.g. a copy on a GPU machine): its pyproject's
+        import re
+        from kevolve import ROOT
+        try:
+            got = re.search(r'(?m)^version\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text())
+        except OSError:
+            got = None
+        return f"{got.group(1)} (checkout)" if got else "unknown"

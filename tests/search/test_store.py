@@ -244,3 +244,18 @@ def test_a_resume_books_replies_the_store_never_recorded(store, tmp_path):
     assert store.total_cost() == pytest.approx(0.75)
     assert [p["cost_usd"] for _, _, p in store.events("unrecorded_spend")] == [pytest.approx(0.5)]
     assert book_unrecorded_spend(store, tmp_path) == 0.0                     # booked once
+
+
+def test_a_run_from_a_checkout_records_the_checkouts_version(monkeypatch):
+    """Not installed (a copy of the tree on a GPU machine): the version is pyproject's, marked as a checkout."""
+    import importlib.metadata
+    import re
+
+    from kevolve import ROOT
+    from kevolve.search.store import _version
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    declared = re.search(r'(?m)^version\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert _version() == f"{declared} (checkout)"
