@@ -180,7 +180,8 @@ class ResourcesConfig:
     cpus_per_evaluator: float = 1.0
     worker_threads: Optional[int] = None # CPU target: threads torch and the kernel get, each worker pinned to that many claimed CPUs (None: all cores)
     num_cpus: Optional[int] = None       # local Ray only: CPUs to give it (None: all)
-    reference_cache_gb: Optional[float] = None   # per evaluator, float64 references kept (None: 16 on cuda, 2 on cpu)
+    reference_cache_gb: Optional[float] = None   # per evaluator, float64 references kept (None: 2 on cpu; on cuda a
+                                                 # quarter of the GPU's memory times the evaluator's share of it)
     builder_resources: dict[str, float] = field(default_factory=dict)    # custom Ray resources a build needs
     evaluator_resources: dict[str, float] = field(default_factory=dict)  # ... and an evaluator (node placement)
     cache_dir: Optional[str] = None      # build cache (None: ~/.cache/kevolve); KEVOLVE_CACHE on a node overrides it

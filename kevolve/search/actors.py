@@ -151,10 +151,12 @@ def build_task(source: str, target: str, abi: str, arch: str | None, cache_dir: 
 class Evaluator:
     """One per GPU (or CPU slot). Each judgement runs in its own worker process; this actor survives it."""
 
-    def __init__(self, task: str, options: Options, reference_bytes: int = 0, baseline_refresh_s: float = 0.0,
-                 cache_dir: str | None = None):
+    def __init__(self, task: str, options: Options, reference_bytes: int | None = 0, baseline_refresh_s: float = 0.0,
+                 cache_dir: str | None = None, gpu_share: float = 1.0):
         self.task = load_task(task)
         self.options, self.cache_dir = options, cache_dir
+        if reference_bytes is None:                 # sized to this evaluator's GPU (its share of it)
+            reference_bytes = reference_budget(_gpu_memory(), gpu_share)
         self.reuse = Reuse(options, reference_bytes, baseline_refresh_s)
 
     def info(self) -> dict:
@@ -185,6 +187,28 @@ class Evaluator:
         path = builder.install(b.key, lib, self.cache_dir)
         found = ncu_profile.profile(self.task, str(path), self.options, b.module_name, ncu)
         return dataclasses.replace(found, raw="")                 # the CSV stays here
+
+
+REFERENCE_SHARE = 0.25          # of a GPU's memory, for one evaluator's float64 references (resources.reference_cache_gb)
+REFERENCE_FALLBACK = 16 << 30   # when the GPU's memory cannot be read
+
+
+def reference_budget(gpu_bytes: int | None, share: float = 1.0) -> int:
+    """Bytes of float64 references an evaluator keeps by default: a quarter of its GPU's memory, times its share of
+    the GPU (half when two evaluators share one) — 35 GiB on an H200, 20 on an 80 GB H100, 6 on a 24 GB card.
+    What does not fit is computed again for every candidate; an evaluator that runs out of memory lets them all go
+    (judge.harness) and fills again."""
+    if not gpu_bytes:
+        return REFERENCE_FALLBACK
+    return int(gpu_bytes * REFERENCE_SHARE * max(0.0, min(1.0, share)))
+
+
+def _gpu_memory() -> int | None:
+    try:
+        import torch
+        return torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else None
+    except Exception:
+        return None
 
 
 def _cpu_name() -> str:

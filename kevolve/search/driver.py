@@ -104,7 +104,8 @@ class Driver(Summarising):
         self.tracker = make_tracker(plan.tracker)
         self.evaluators = [actors.Evaluator.options(**plan.evaluator_placement)
                            .remote(plan.task, plan.options, plan.reference_bytes, plan.baseline_refresh_s,
-                                   plan.cache_dir) for _ in range(plan.evaluators)]
+                                   plan.cache_dir, plan.evaluator_placement.get("num_gpus", 1.0))
+                           for _ in range(plan.evaluators)]
         self.plan = plan = plan.with_device(ray.get(self.evaluators[0].info.remote()))
         self.tracker.start(store, self.plan)
         self.mutator, self.verifier = actors.start_llm_actors(plan, run_dir)   # ConfigError: no key there

@@ -40,7 +40,8 @@ class Plan:
     builder_resources: Mapping[str, float]
     in_flight: int                       # candidates between proposal and verdict at most (at the start: with
                                          # `in_flight_follows_llm`, it moves with the LLM calls' target)
-    reference_bytes: int                 # float64 references an evaluator keeps
+    reference_bytes: int | None          # float64 references an evaluator keeps (None: a share of its GPU's memory,
+                                         # sized by the evaluator: kevolve.search.actors.reference_budget)
     baseline_refresh_s: float            # 0: baselines timed with every candidate
     cache_dir: str | None                # configured build cache (a node's KEVOLVE_CACHE overrides it there)
     arch: str | None                     # nvcc arch; None until the evaluators report their GPU (`with_arch`)
@@ -130,7 +131,9 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
         placement["num_gpus"] = 1 / math.ceil(evaluators / gpus) if gpus else 1
     if r.evaluator_resources:
         placement["resources"] = dict(r.evaluator_resources)
-    cache_gb = r.reference_cache_gb if r.reference_cache_gb is not None else (16.0 if target == "cuda" else 2.0)
+    # references: as configured, else 2 GiB on the CPU and, on a GPU, a share of its memory the evaluator measures
+    # (bench references reach 22 GiB: layernorm_bwd; 16 GiB kept rmsnorm's and layernorm_bwd's from fitting)
+    cache_gb = r.reference_cache_gb if r.reference_cache_gb is not None else (None if target == "cuda" else 2.0)
     # Baselines re-timed every 300 s, on both targets: torch.compile runs in each fresh worker with a private
     # cache (a kernel must not reach a shared one), about 30 s per CPU judgement. Stale baselines only rank
     # parents; the best is chosen by paired kernel-against-kernel timings and reported from a final judgement
@@ -147,7 +150,7 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 # children are proposed from recent verdicts rather than all from the seeds
                 # with LLM operators, the calls waiting on the network come on top
                 in_flight=s.in_flight or 4 * evaluators + (llm_calls if llm_ops else 0),
-                reference_bytes=int(cache_gb * (1 << 30)), baseline_refresh_s=refresh,
+                reference_bytes=None if cache_gb is None else int(cache_gb * (1 << 30)), baseline_refresh_s=refresh,
                 cache_dir=r.cache_dir, arch=os.environ.get("KEVOLVE_CUDA_ARCH") or r.cuda_arch,
                 population=s.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
                 dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,

@@ -33,7 +33,7 @@ def test_cpu_defaults(task):
 def test_gpu_defaults(task):
     plan = resolve(config(), task, {"CPU": 32, "GPU": 2})
     assert (plan.target, plan.shapes, plan.evaluators, plan.builders, plan.in_flight) == ("cuda", "bench", 2, 30, 8)
-    assert plan.baseline_refresh_s == 300.0 and plan.reference_bytes == 16 << 30
+    assert plan.baseline_refresh_s == 300.0 and plan.reference_bytes is None     # sized by each evaluator to its GPU
     assert plan.evaluator_placement == {"num_cpus": 1.0, "num_gpus": 1}
     assert plan.with_arch("90a").arch == "90a"
 
@@ -127,3 +127,12 @@ def test_a_replay_takes_the_recorded_runs_seeds_so_best_needs_no_best_kernel(tas
     cfg = config(search={"seeds": "best"}, llm={"provider": "openai", "replay": str(tmp_path),
                                                 "models": [{"name": "gpt-5"}]})
     assert resolve(cfg, task, {"CPU": 4}).seeds == ()
+
+
+def test_an_evaluators_default_references_are_a_quarter_of_its_share_of_the_gpu():
+    from kevolve.search.actors import REFERENCE_FALLBACK, reference_budget
+    h200 = 150_000_000_000                                         # torch's total_memory of an H200, about
+    assert reference_budget(h200) == h200 // 4 > 22.1 * (1 << 30)   # layernorm_bwd's bench references fit
+    assert reference_budget(h200, 0.5) == h200 // 8                # two evaluators on one GPU: half each
+    assert reference_budget(24 << 30) == 6 << 30                   # a 24 GB card keeps less than the old 16 GiB
+    assert reference_budget(None) == REFERENCE_FALLBACK            # its memory could not be read
