@@ -28,8 +28,9 @@ class Checker:
     CALLS = ((0, False), (1, False), (2, True))   # (variant, new buffers): fresh, same buffers new data, new buffers
 
     def __init__(self, task: Task, options: Options, clock: Phases | None = None,
-                 references: References | None = None):
+                 references: References | None = None, folder=None):
         self.task, self.options, self.clock = task, options, clock or Phases()
+        self.folder = folder                # the judgement's exchange folder: output files are read from it only
         self.references = references if references is not None else References(0)
         self.device = "cuda" if options.target == "cuda" else "cpu"
 
@@ -54,7 +55,7 @@ class Checker:
                 mine = self.task.make_inputs(cfg, self.device, variant)
         differs = []                                # compared as bits (a NaN input equals itself), then one sync
         for name, t in mine.items():
-            theirs = exchange.read(handles[name], t.dtype, tuple(t.shape), self.device)
+            theirs = exchange.read(handles[name], t.dtype, tuple(t.shape), self.device, self.folder)
             a, b = theirs.reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)
             differs.append(torch.ne(a, b).any() if a.numel() == b.numel() else torch.tensor(True, device=a.device))
             del theirs, a
@@ -131,7 +132,8 @@ class Checker:
         task, sizes = self.task, cfg.size_dict
         outs, stats = [], []
         for spec, (ref, finite) in zip(task.outputs, expected):
-            out = exchange.read(files[spec.name], getattr(torch, spec.dtype), task.shape(spec, sizes), self.device)
+            out = exchange.read(files[spec.name], getattr(torch, spec.dtype), task.shape(spec, sizes), self.device,
+                                self.folder)
             outs.append(out)
             if not out.dtype.is_floating_point:
                 stats.append(torch.ne(out, ref).sum().double())

@@ -7,7 +7,9 @@ pickle, or a file path). Evaluator side: `ipc_works(call, uuid)` decides once pe
 Guarantees: the evaluator reads an output only after the worker synchronised the device and replied, and
 the worker stays idle until the next request, so what is read is what the kernel left. Shape and dtype are
 always the task's, never the worker's word; an IPC storage too small for them is an error, not a read past
-its end. A file is unlinked once read.
+its end. A file is read only from the judgement's own exchange folder, by a name `export` gives, as a regular
+file of exactly the expected size, never through a symlink (`read`), and unlinked once read; nothing elsewhere
+is read or unlinked whatever path the worker's reply names.
 Not guaranteed: IPC across GPUs or nodes (the probe then fails and files are used). IPC goes through the CUDA
 driver API directly (handles of the driver allocations holding each buffer): the worker creates nothing in
 /dev/shm, which its Landlock rules forbid (torch's own sharing made a reference-counter file there, so with
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import shutil
 import weakref
 from pathlib import Path
@@ -60,22 +63,78 @@ def describe(t) -> dict:
 
 
 # ---------------------------------------------------------------------- evaluator side
-def read(handle, dtype, shape: tuple, device: str):
-    """The output behind `handle` (an IPC description or a file path) as a tensor on `device`."""
+_FILE_NAME = re.compile(r"[\w.+-]+\.bin")        # what `export` names a file: "<config>.<variant>.<output>.bin"
+
+
+def _own(path, folder) -> str | None:
+    """`path` when it names a file directly in `folder` (the judgement's exchange folder, which the evaluator made
+    and the worker cannot rename), by a name `export` could have written; else None. The worker's reply names the
+    files, and the evaluator reads and unlinks them unconfined: a path anywhere else (another judgement's folder,
+    a user's file) must not be touched."""
+    p = str(path)
+    if folder is None or os.path.dirname(p) != str(folder) or not _FILE_NAME.fullmatch(os.path.basename(p)):
+        return None
+    return p
+
+
+def read(handle, dtype, shape: tuple, device: str, folder=None):
+    """The output behind `handle` (an IPC description or a file path) as a tensor on `device`.
+
+    A file is read only if it is a regular file of exactly the expected size, opened without following a
+    symlink (`_read_file`): the exchange folder is writable by the worker, and this process is not confined.
+    A kernel that planted a symlink where the worker would export (`/proc/self/cwd/x`: in the worker its own
+    TMPDIR, here the evaluator's cwd) once made the evaluator's shared `torch.from_file` create, or extend
+    with NULs, a file of its choosing outside every confinement (`tests/adversarial/cpu/exchange_symlink.cpp`).
+    Anything else is a `protocol` failure of the worker (`WorkerDied`), which the harness turns into a verdict."""
     import torch
     if isinstance(handle, dict):
         return open_ipc(handle, dtype, shape)
-    mapped = torch.from_file(handle, shared=True, size=math.prod(shape), dtype=dtype)
-    out = mapped.reshape(shape).to(device, copy=True)
-    del mapped
+    if _own(handle, folder) is None:
+        from kevolve.judge.process import WorkerDied
+        raise WorkerDied("protocol", f"the worker named an exchange file outside its folder "
+                                     f"({os.path.basename(str(handle))[:80]!r} in {os.path.dirname(str(handle))[:120]!r})")
+    n = math.prod(shape)
+    data = _read_file(handle, n * torch.empty(0, dtype=dtype).element_size())
+    flat = torch.frombuffer(data, dtype=dtype, count=n) if n else torch.empty(0, dtype=dtype)
+    out = flat.reshape(shape).to(device, copy=True)
+    del flat, data
     os.unlink(handle)
     return out
 
 
-def discard(handles: dict) -> None:
-    """Drops exported outputs the evaluator will not read (an outside-clock probe's): files are unlinked."""
+def _read_file(path: str, nbytes: int) -> bytearray:
+    """The `nbytes` bytes of the exchange file `path`: a regular file of that size, its last component not a
+    symlink (O_NOFOLLOW), never a FIFO or device that could block or answer (O_NONBLOCK, then S_ISREG)."""
+    import stat
+    from kevolve.judge.process import WorkerDied
+    name = os.path.basename(str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise WorkerDied("protocol", f"the worker's exchange file {name} cannot be opened as a plain file "
+                                     f"({e.strerror}: a symlink where the worker exports?)") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != nbytes:
+            raise WorkerDied("protocol", f"the worker's exchange file {name} is not a regular file of {nbytes} "
+                                         f"bytes (mode {oct(st.st_mode)}, {st.st_size} bytes)")
+        data = bytearray(nbytes)
+        view, got = memoryview(data), 0
+        while got < nbytes:
+            k = os.readv(fd, [view[got:]])
+            if k <= 0:
+                raise WorkerDied("protocol", f"the worker's exchange file {name} ended after {got} of {nbytes} bytes")
+            got += k
+        return data
+    finally:
+        os.close(fd)
+
+
+def discard(handles: dict, folder=None) -> None:
+    """Drops exported outputs the evaluator will not read (an outside-clock probe's): files in `folder` (the
+    judgement's exchange folder) are unlinked; a path elsewhere is left alone (`_own`)."""
     for h in handles.values():
-        if isinstance(h, str):
+        if isinstance(h, str) and _own(h, folder) is not None:
             try:
                 os.unlink(h)
             except OSError:

@@ -190,7 +190,7 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
                 return verdict(CACHE_RETRY, f"harness: torch.compile failed in a worker seeded from the node's "
                                             f"baseline cache ({failed[0][:300]}); the cache is now off on this node")
             baseline_cache.harvest(worker.tmp, options.cache_dir)   # before the kernel loads: nothing of it
-        checker = Checker(task, options, clock, reuse.references if reuse else None)
+        checker = Checker(task, options, clock, reuse.references if reuse else None, folder=files)
         try:
             failure = _time_baselines(worker, checker, configs, options, plan, clock, known)
         except WorkerDied as e:
@@ -393,7 +393,7 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
         if options.target == "cuda":
             ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
             worker.call("set_exchange", 60, ipc=ipc)
-        checker = Checker(task, options)
+        checker = Checker(task, options, folder=files)
         if options.target == "cuda":
             checker.clock.gpu = _device_lock(info)
         for i in sorted(_timed_configs(configs, options)):

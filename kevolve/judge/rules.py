@@ -60,7 +60,11 @@ VOCABULARY: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {
                        "tee vmsplice fsync fdatasync sync syncfs mkfifo mknod mknodat tmpfile tmpnam tempnam mkstemp "
                        "mkostemp mkdtemp inotify_init inotify_init1 fanotify_init FILE fstream ifstream ofstream "
                        "basic_fstream basic_ifstream basic_ofstream filebuf basic_filebuf filesystem __open "
-                       "__open_2 __read __write __close io_uring_setup io_uring_enter".split()), ()),
+                       "__open_2 __read __write __close io_uring_setup io_uring_enter "
+                       # the command pipe, and a FILE's insides: `stdout->_fileno = 3` pointed printf at the
+                       # worker's protocol pipe (tests/adversarial/test_cpu_round2.py; the nonce check caught it).
+                       # Printing to stdout or stderr stays allowed (tests/kernels/cpu/good_printf.cpp)
+                       "stdin _fileno".split()), ("_IO_",)),
     "socket": ("opens a network connection",
                frozenset("socket socketpair connect bind listen accept accept4 sendto recvfrom sendmsg recvmsg "
                          "send recv getaddrinfo gethostbyname gethostbyname2 gethostbyaddr".split()), ()),
@@ -132,7 +136,7 @@ MEMBERS_OK = {"remove"}                   # std::remove is the algorithm; the fi
 # members that are uses too: the fields of an access-policy window (`attr.val.accessPolicyWindow.hitProp = ...`, a
 # designated `.hitRatio = 1`) exist only to pin lines in persisting L2, and a window set through them needs no
 # forbidden type or call (cudaLaunchKernelEx with a numeric attribute id)
-MEMBERS_FORBIDDEN = frozenset("accessPolicyWindow hitProp missProp hitRatio".split())
+MEMBERS_FORBIDDEN = frozenset("accessPolicyWindow hitProp missProp hitRatio _fileno".split())   # forbidden as members too
 ATTRIBUTES = {"constructor": "constructor", "destructor": "constructor", "init_priority": "constructor",
               "section": "constructor", "alias": "symbol-alias", "weakref": "symbol-alias",
               "ifunc": "symbol-alias", "symver": "symbol-alias", "weak": "symbol-alias"}
@@ -352,7 +356,17 @@ def token_violations(toks: list, target: str) -> list[tuple[str, int, str]]:
     return out
 
 
+BUILTIN = "__builtin_"
+
+
 def _forbidden(name: str, qualified_std: bool) -> str | None:
+    """The rule `name` breaks, if any. GCC's builtin spelling of a libc function (`__builtin_fork`,
+    `__builtin_execl`, `__builtin__exit`, `__builtin_abort`) is the function itself: it compiles to a call of it
+    (the symbol check saw `fork` where these rules saw nothing), so it is looked up without the prefix too."""
+    if name.startswith(BUILTIN) and len(name) > len(BUILTIN):
+        rule = _forbidden(name[len(BUILTIN):], False)
+        if rule:
+            return rule
     if qualified_std and name in STD_ONLY:
         return STD_ONLY[name]
     if name in MEMBERS_OK and qualified_std:

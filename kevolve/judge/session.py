@@ -3,14 +3,15 @@
 A round times every contender (checked kernels — the candidate, and for `harness.compare` a second one —
 and torch baselines) interleaved, each on the same `n` input sets, which the evaluator names per round by
 fresh random variants (so nothing can be precomputed or memoised). Each checked kernel's call i writes its
-own output and workspace buffers, all poisoned at the start of the round; after the round the device is
-synchronised and every one of those outputs goes back to the evaluator, with the input sets themselves (to be
-compared exactly with the evaluator's own), to be checked against the float64 reference of its input set. On
+own output and workspace buffers, poisoned before it (on CUDA at the start of the round); after the round the
+device is synchronised and every one of those outputs goes back to the evaluator, with the input sets themselves
+(to be compared exactly with the evaluator's own), to be checked against the float64 reference of its input set. On
 CUDA each contender runs as one CUDA graph of n × (flush, call) (queued calls when capture fails), then one
-synced call on input set n for the latency column; on the CPU calls are interleaved one by one and each
-checked output is copied the moment the call returns (work a call leaves to a thread after returning is not in
-the copy). A torch-ABI kernel's call is the extension's call alone: what it returns is kept and copied into
-that call's checked buffers after the round (on the CPU, the moment it returns), outside the timed interval
+synced call on input set n for the latency column; on the CPU calls are interleaved one by one, each input
+set filled and its outputs poisoned just before its calls (so no call can compute a later call's outputs
+ahead), and each checked output is copied the moment the call returns (work a call leaves to a thread after
+returning is not in the copy). A torch-ABI kernel's call is the extension's call alone: what it returns is kept
+and copied into that call's checked buffers after the round (on the CPU, the moment it returns), outside the timed interval
 (`_store_returned`).
 
 Guarantees: the number of rounds is fixed before the first timed call, from `reps` and the baselines'
@@ -81,9 +82,10 @@ class Session:
 
     # ------------------------------------------------------------------ setup
     def warmup(self, variants: list[int]) -> tuple[dict, float | None]:
-        """Every contender once on each of the first `len(variants)` input sets (`WARMUP_SETS`; kernels poisoned
-        first), on a side stream on CUDA, then CUDA graphs captured. Returns the checked outputs and the
-        slowest baseline's wall ms per call (its last warm-up call: the first may compile or autotune)."""
+        """Every contender once on each of the first `len(variants)` input sets (`WARMUP_SETS`; each kernel call's
+        outputs poisoned just before it), on a side stream on CUDA, then CUDA graphs captured. Returns the checked
+        outputs and the slowest baseline's wall ms per call (its last warm-up call: the first may compile or
+        autotune)."""
         self.seconds = {}
         with self._span("fill"):
             self._fill(variants)
@@ -94,6 +96,8 @@ class Session:
         with self._span("warm-up calls"):
             for name, call in self.calls.items():
                 for i in range(len(variants)):
+                    if name in self.checked:         # just before its call, as in a CPU round (`_cpu_round`)
+                        buffers.poison_all([self.outs[name][i]])
                     self.w._sync()
                     t0 = time.perf_counter()
                     with side():
@@ -180,9 +184,10 @@ class Session:
         never counted."""
         self.seconds = {}
         with self._span("fill"):
-            self._fill(variants)
+            self._fill(variants, now=self.cuda)      # the CPU fills each set just before its calls (`_cpu_round`)
         with self._span("poison"):
-            self._poison()
+            if self.cuda:
+                self._poison()
             self.w._sync()
         names = list(self.calls)
         k = self.round % len(names)
@@ -224,10 +229,17 @@ class Session:
         return times
 
     def _cpu_round(self, order: list[str], hollow: set = frozenset()) -> dict:
+        """Calls interleaved one by one. Input set i is filled, and every checked contender's call-i outputs
+        poisoned, only just before the calls on set i (outside their timed intervals; a hollow round does the
+        same): were every set filled and every output poisoned at the round's start, one call could compute the
+        whole round's outputs into the later calls' buffers, and the median call would do no work at all
+        (`tests/adversarial/cpu/ahead_of_calls.cpp`)."""
         times: dict[str, list] = {name: [] for name in order}
         self.snapshots = {name: [None] * self.n for name in self.checked}
         calls = {name: (lambda i: None) if name in hollow else c for name, c in self.calls.items()}
         for i in range(self.n):
+            self._fill_slot(i, self.variants[i])
+            buffers.poison_all([self.outs[name][i] for name in self.checked])
             for j in range(len(order)):
                 name = order[(i + j) % len(order)]
                 times[name].append(self.clock.wall(lambda c=calls[name]: c(i)))
@@ -253,14 +265,19 @@ class Session:
             self.w._sync()
 
     # ------------------------------------------------------------------ buffers
-    def _fill(self, variants: list[int]) -> None:
-        """Input sets 0 .. len(variants) - 1 drawn from `variants` (a round fills every set)."""
+    def _fill(self, variants: list[int], now: bool = True) -> None:
+        """Input sets 0 .. len(variants) - 1 drawn from `variants` (a round fills every set); `now=False`: only
+        recorded, for `_cpu_round` to fill each set just before its calls (`_fill_slot`)."""
         if not 0 < len(variants) <= len(self.slots):
             raise ValueError(f"{len(variants)} variants for {len(self.slots)} input sets")
         self.variants = list(variants)
-        for slot, v in zip(self.slots, variants):
-            for name, t in self.w.task.make_inputs(self.cfg, self.w.device, v).items():
-                slot["inputs"][name].copy_(t)
+        if now:
+            for i, v in enumerate(variants):
+                self._fill_slot(i, v)
+
+    def _fill_slot(self, i: int, variant: int) -> None:
+        for name, t in self.w.task.make_inputs(self.cfg, self.w.device, variant).items():
+            self.slots[i]["inputs"][name].copy_(t)
 
     def _fill_rest(self) -> None:
         """Input sets past the warm-up's (which filled `WARMUP_SETS` of them) get copies of those, so that a

@@ -174,12 +174,12 @@ def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: in
     by_slot = collections.defaultdict(list)
     for o in reply["outputs"]:
         if o["who"] in hollow:
-            exchange.discard(o["handles"])
+            exchange.discard(o["handles"], checker.folder)
         else:
             by_slot[o["slot"]].append(o)
     if not by_slot:
         for handles in reply["input_handles"]:
-            exchange.discard(handles)
+            exchange.discard(handles, checker.folder)
         return None
     for i, v in enumerate(variants):
         with checker.clock("reference", f"inputs {cfg.id} {when} set {i + 1}"):
