@@ -21,7 +21,6 @@ from kevolve.judge import build as builder
 from kevolve.judge import rules, symbols
 from kevolve.judge.harness import evaluate, judge
 from kevolve.judge.options import Options
-from kevolve.judge.reuse import Reuse
 from kevolve.task import load_task
 
 HERE = Path(__file__).resolve().parent
@@ -49,16 +48,7 @@ def kernel(prelude: str = "", before: str = "", after: str = "", body: str = BOD
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return load_task(TINY)
-
-
-@pytest.fixture(scope="module")
-def reuse():
-    r = Reuse(FAST, reference_bytes=1 << 28, baseline_refresh_s=0)
-    yield r
-    r.close()
+# fixtures `tiny` (the task at TINY) and `reuse` (one Reuse per module, as FAST): conftest.py
 
 
 def honest_next(tiny, reuse) -> None:

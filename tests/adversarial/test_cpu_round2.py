@@ -26,40 +26,19 @@ import dataclasses
 import os
 import re
 import stat
-from pathlib import Path
 
 import pytest
 
 from kevolve.judge import build as builder
 from kevolve.judge import exchange, rules
 from kevolve.judge.harness import judge
-from kevolve.judge.options import Options
 from kevolve.judge.process import WorkerDied
-from kevolve.judge.reuse import Reuse
-from kevolve.task import load_task
 
-HERE = Path(__file__).resolve().parent
-TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
-FAST = Options(target="cpu", shapes="small", time_kernel=False, timeout=30)
+# the first round's harness: its task, options, honest kernel, fixtures (one Reuse per module), honest_next
+from test_cpu import BODY, FAST, HERE, SIG, TINY, honest_next, kernel  # noqa: E402,F401  (fixtures: conftest.py)
+
 # timed, but cheaply: no baselines, 2 rounds of 10 calls, one init per shape
 TIMED = dataclasses.replace(FAST, time_kernel=True, baselines=(), reps=20, time_inits="first")
-SIG = ("extern \"C\" int forward(const float* x, const float* weight, const float* bias, float* out, "
-       "int64_t B, int64_t N, float eps, void* workspace, int64_t workspace_bytes)")
-BODY = """
-    for (int64_t r = 0; r < B; ++r) {
-        const float* row = x + r * N;
-        double s = 0, q = 0;
-        for (int64_t i = 0; i < N; ++i) s += row[i];
-        const double m = s / N;
-        for (int64_t i = 0; i < N; ++i) q += (row[i] - m) * (row[i] - m);
-        const double rs = 1.0 / std::sqrt(q / N + eps);
-        for (int64_t i = 0; i < N; ++i) out[r * N + i] = (float)((row[i] - m) * rs) * weight[i] + bias[i];
-    }
-"""
-
-
-def kernel(prelude: str = "", before: str = "", after: str = "", body: str = BODY) -> str:
-    return f"#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n{prelude}\n{SIG} {{\n{before}\n{body}\n{after}\n    return 0;\n}}\n"
 
 
 def with_libc(name: str) -> str:
@@ -68,25 +47,6 @@ def with_libc(name: str) -> str:
 
 
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return load_task(TINY)
-
-
-@pytest.fixture(scope="module")
-def reuse():
-    r = Reuse(FAST, reference_bytes=1 << 28, baseline_refresh_s=0)
-    yield r
-    r.close()
-
-
-def honest_next(tiny, reuse) -> None:
-    """The evaluator that judged a hostile kernel judges the next, honest one correctly."""
-    built = builder.build(kernel(), "cpu")
-    ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
-    assert ev.correct, f"the honest kernel after a hostile one: {ev.failure}"
 
 
 # ------------------------------------------------------------------ layer 1: rules on preprocessed tokens
