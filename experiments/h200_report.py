@@ -134,11 +134,10 @@ def report(paths: list[Path]) -> str:
 def best_kernels() -> list[str]:
     """The section on tasks/<name>/best/cuda.cu: what each .md records (kevolve.task.best writes it from a search's
     final judgement, baselines interleaved; its per-configuration table is in the .md)."""
-    import yaml
+    from kevolve.task.best import numbers
     rows = []
     for md in sorted((RESULTS.parent.parent / "tasks").glob("*/best/cuda.md")):
-        text = md.read_text()
-        front = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else {}
+        front = numbers(md)
         ci = front.get("speedup_ci") or [None, None]
         f = lambda v, fmt: "-" if v is None else fmt.format(v)  # noqa: E731
         rows.append(f"| {front.get('task', md.parent.parent.name)} | {front.get('operator', '-')} "

@@ -23,7 +23,7 @@ from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, 
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
 from kevolve.search import pacing
-from kevolve.task.spec import BEST_FILES, Task
+from kevolve.task.spec import BEST_FILES, Task, TaskError
 
 ABI = "c"            # a search writes kernels in the C ABI (the torch ABI is for importing kernels)
 
@@ -92,8 +92,10 @@ def seed_files(task: Task, target: str, which: str, replay: bool = False) -> tup
     all (the listed seeds, then the best/ kernel), listed, or best. Empty when the task has none (the driver says
     so when it needs them); `best` without a best/ kernel is a ConfigError, unless a replay takes the recorded
     run's seeds instead."""
-    key = target if ABI == "c" else f"torch-{target}"
-    listed = tuple((p.name, str(p)) for p in task.seed_paths(target, ABI)) if key in task.seeds else ()
+    try:
+        listed = tuple((p.name, str(p)) for p in task.seed_paths(target, ABI))
+    except TaskError:                            # none listed for the target: best/ may still have one
+        listed = ()
     best = tuple((f"best/{p.name}", str(p)) for p in task.best_paths(target, ABI))
     if which == "best" and not best and not replay:
         name = BEST_FILES[target]
