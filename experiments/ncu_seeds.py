@@ -7,9 +7,16 @@ For every shape of the shape set (its first initialisation), one correctness cal
 (confined as in a judgement) under `ncu --clock-control none` (the card's clocks as they are), and one row per
 kernel of the candidate is printed: launches, time per launch, DRAM bytes read and written (MB, over the
 launches) against the task's floor, DRAM and SM throughput in % of peak, achieved occupancy, grid, block,
-cluster size, registers and shared memory per block. Configurations run side by side (`--jobs`; ncu serialises
-the profiled kernels themselves). The numbers describe one call under ncu's cache control (L2 flushed before
+cluster size, registers and shared memory per block, warp stall reasons. The kernel's configurations run one after
+another: kevolve's worker is sealed (seccomp) before the kernel loads, and ncu's injected library, made to wait for
+another ncu's profiling lock, gets it killed (SIGKILL; seen on an H200 with 12 at once, 1 of 10 profiled). torch's
+children run side by side (`--jobs`). The numbers describe one call under ncu's cache control (L2 flushed before
 each kernel), not the judge's clock: use them to see where time goes, and the judge for speed.
+
+`--torch compile` profiles torch.compile's own kernels (default mode, dynamic=False, compiled as the worker compiles
+its baseline) on the same configurations, side by side: this script runs itself (`--child`) under ncu, compiles and
+calls the baseline twice, then once more inside an NVTX range that ncu is limited to (`--nvtx-include kevolve/`), so
+the rows are that one call's kernels. `--kernel` may then be omitted (torch alone).
 """
 from __future__ import annotations
 
@@ -42,6 +49,25 @@ METRICS = {
     "launch__registers_per_thread": "regs",
     "launch__shared_mem_per_block": "smem B",
 }
+# warp stall reasons, in cycles per issued instruction (ncu's WarpStateStats): kept only where this ncu knows them
+STALLS = {
+    "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": "stall mem",
+    "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio": "stall bar",
+    "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio": "stall lg",
+    "smsp__average_warps_issue_stalled_membar_per_issue_active.ratio": "stall membar",
+}
+
+
+def known(tool: str, metrics: dict) -> dict:
+    """The metrics of `metrics` whose base name `ncu --query-metrics` lists for the card here (an unknown
+    metric fails ncu's whole run)."""
+    import subprocess
+    try:
+        listed = subprocess.run([tool, "--query-metrics"], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    names = {line.split()[0] for line in listed.splitlines() if line.strip()}
+    return {m: c for m, c in metrics.items() if m.split(".")[0] in names}
 
 
 def one(task, lib: str, index: int, tool: str) -> list[list[str]]:
@@ -55,6 +81,47 @@ def one(task, lib: str, index: int, tool: str) -> list[list[str]]:
     if failure:
         return [[case.shape_id, f"FAILED: {failure[:160]}"]]
     return rows_of(case.shape_id, raw, task.floor(case.size_dict) / 1e6)
+
+
+def one_torch(task, index: int, tool: str, which: str) -> list[list[str]]:
+    """torch.compile's kernels of one call of configuration `index`, under ncu (`child`)."""
+    import subprocess
+    case = task.configs(ARGS.shapes)[index]
+    with tempfile.TemporaryDirectory(prefix="kevolve-ncu-", ignore_cleanup_errors=True) as tmp:
+        log = os.path.join(tmp, "ncu.csv")
+        prefix = ncu.argv(tool, log, METRICS)
+        prefix[1:1] = ["--clock-control", "none", "--nvtx", "--nvtx-include", "kevolve/"]
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"), "LC_ALL": "C"}
+        done = subprocess.run([*prefix, sys.executable, __file__, "--child", task.ref, str(index), which,
+                               "--shapes", ARGS.shapes, "--task", "-", "--kernel", "-"],
+                              env=env, capture_output=True, text=True, timeout=600)
+        raw = open(log, errors="replace").read() if os.path.exists(log) else ""
+    if done.returncode != 0:
+        return [[case.shape_id, f"{which}: FAILED (exit {done.returncode}): {done.stderr[-200:]}"]]
+    rows = rows_of(case.shape_id, raw, task.floor(case.size_dict) / 1e6)
+    return [[r[0], f"[{which}] {r[1]}", *r[2:]] if len(r) > 2 else r for r in rows]
+
+
+def child(task_ref: str, index: int, which: str) -> int:
+    """Under ncu: the baseline compiled and warmed up, then one call inside the NVTX range `kevolve`."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    task = load_task(task_ref)
+    case = task.configs(ARGS.shapes)[index]
+    sizes, scalars = case.size_dict, task.scalar_values(case)
+    ins = task.make_inputs(case, "cuda")
+    args = [ins[s.name] for s in task.inputs]
+    fn = lambda *a: task.baseline(*a, **sizes, **scalars)  # noqa: E731
+    if which == "compile":
+        fn = torch.compile(fn, dynamic=False)
+    for _ in range(2):
+        fn(*args)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push("kevolve")
+    fn(*args)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+    return 0
 
 
 def rows_of(label: str, raw: str, floor_mb: float) -> list[list[str]]:
@@ -74,7 +141,7 @@ def rows_of(label: str, raw: str, floor_mb: float) -> list[list[str]]:
                 scale = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1, "Gbyte": 1e3}.get(unit, 1e-6)
                 cells.append(f"{v * scale * k.launches:.2f}")
             else:
-                cells.append(f"{v:.0f}")
+                cells.append(f"{v:.1f}" if metric.endswith(".ratio") else f"{v:.0f}")
         rows.append(cells)
     rows.append([label, f"(floor {floor_mb:.2f} MB moved by the whole call)"])
     return rows
@@ -84,12 +151,20 @@ def main() -> int:
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--task", nargs="+", required=True)
-    ap.add_argument("--kernel", nargs="+", required=True, help="C-ABI .cu files; {task} is replaced by the task name")
+    ap.add_argument("--kernel", nargs="*", default=[], help="C-ABI .cu files; {task} is replaced by the task name")
+    ap.add_argument("--torch", nargs="*", default=[], choices=["compile"],
+                    help="also profile these torch baselines' kernels on the same configurations")
     ap.add_argument("--shapes", default="bench")
     ap.add_argument("--jobs", type=int, default=6)
+    ap.add_argument("--child", nargs=3, metavar=("TASK", "INDEX", "WHICH"), help=argparse.SUPPRESS)
     ARGS = ap.parse_args()
+    if ARGS.child:
+        return child(ARGS.child[0], int(ARGS.child[1]), ARGS.child[2])
     tool = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    METRICS.update(known(tool, STALLS))
     header = ["configuration", "kernel", "launches", *METRICS.values()]
+    if not ARGS.kernel and not ARGS.torch:
+        ap.error("give --kernel, --torch, or both")
     for name in ARGS.task:
         task = load_task(name)
         for pattern in ARGS.kernel:
@@ -104,13 +179,24 @@ def main() -> int:
             for i, case in enumerate(task.configs(ARGS.shapes)):
                 first.setdefault(case.shape_id, i)
             with ThreadPoolExecutor(ARGS.jobs) as pool:
-                results = list(pool.map(lambda i: one(task, b.lib_path, i, tool), first.values()))
-            rows = [header] + [r for rs in results for r in rs]
-            widths = [max(len(r[i]) for r in rows if len(r) == len(header)) for i in range(len(header))]
-            for r in rows:
-                print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() if len(r) == len(header)
-                      else "  ".join(r), flush=True)
+                results = [one(task, b.lib_path, i, tool) for i in first.values()]
+            table(header, results)
+        for which in ARGS.torch:
+            print(f"\n## {name} torch {which}", flush=True)
+            first = {}
+            for i, case in enumerate(task.configs(ARGS.shapes)):
+                first.setdefault(case.shape_id, i)
+            with ThreadPoolExecutor(ARGS.jobs) as pool:
+                table(header, list(pool.map(lambda i: one_torch(task, i, tool, which), first.values())))
     return 0
+
+
+def table(header: list[str], results: list[list[list[str]]]) -> None:
+    rows = [header] + [r for rs in results for r in rs]
+    widths = [max(len(r[i]) for r in rows if len(r) == len(header)) for i in range(len(header))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() if len(r) == len(header)
+              else "  ".join(r), flush=True)
 
 
 if __name__ == "__main__":

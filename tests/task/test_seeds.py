@@ -524,8 +524,9 @@ def emulated_kernel(name: str, src: str, folder: Path, reverse: bool) -> CKernel
 
 def emulator_configs(t: Task) -> list[Case]:
     """One configuration per small shape (the first init and seed), the last init set on the first two, and
-    two shapes beyond the small set: long rows that need many tiles, or huge and tiny classes (layernorm_fwd:
-    two more, rows of 16384 and 12290 that cuda_rows.cu spreads over two cluster blocks)."""
+    two shapes beyond the small set: long rows that need many tiles, or huge and tiny classes (layernorm_fwd
+    and rmsnorm_fwd: two more, rows of 16384 and 12290 that their cuda_rows.cu spreads over four and two
+    cluster blocks)."""
     seen, configs = set(), []
     for c in t.configs("small"):
         if c.shape_id not in seen:
@@ -535,7 +536,7 @@ def emulator_configs(t: Task) -> list[Case]:
     if t.sizes == ("B", "N"):
         configs += [Case((("B", 2), ("N", 300007)), t.init_sets[0], 0),
                     Case((("B", 5), ("N", 65537)), t.init_sets[-1], 1)]
-        if t.name == "layernorm_fwd":   # cuda_rows.cu's emulated two-block clusters with float4 and float2
+        if t.name in ("layernorm_fwd", "rmsnorm_fwd"):   # cuda_rows.cu's emulated clusters, float4 and float2
             configs += [Case((("B", 2), ("N", 16384)), t.init_sets[-1], 0),
                         Case((("B", 2), ("N", 12290)), t.init_sets[0], 1)]
     elif t.sizes == ("B", "C"):
