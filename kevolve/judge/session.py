@@ -6,11 +6,12 @@ fresh random variants (so nothing can be precomputed or memoised). Each checked 
 own output and workspace buffers, poisoned before it (on CUDA at the start of the round); after the round the
 device is synchronised and every one of those outputs goes back to the evaluator, with the input sets themselves
 (to be compared exactly with the evaluator's own), to be checked against the float64 reference of its input set. On
-CUDA each contender runs as one CUDA graph of n × (flush, call) (queued calls when capture fails), then one
-synced call on input set n for the latency column; on the CPU calls are interleaved one by one, each input
-set filled and its outputs poisoned just before its calls (so no call can compute a later call's outputs
-ahead), and each checked output is copied the moment the call returns (work a call leaves to a thread after
-returning is not in the copy). A torch-ABI kernel's call is the extension's call alone: what it returns is kept
+CUDA each contender runs as one CUDA graph of n × (flush, call) — one sample for all n calls — or, when capture
+fails, as n queued calls, each a sample, whose input set is filled and outputs poisoned just before it (after a
+decoy fill of every set: `_queued_calls`), then one synced call on input set n for the latency column; on the CPU
+calls are interleaved one by one, each input set filled and its outputs poisoned just before its calls (so no
+call can compute a later call's outputs ahead), and each checked output is copied the moment the call returns
+(work a call leaves to a thread after returning is not in the copy). A torch-ABI kernel's call is the extension's call alone: what it returns is kept
 and copied into that call's checked buffers after the round (on the CPU, the moment it returns), outside the timed interval
 (`_store_returned`).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 
 from kevolve.judge import buffers, exchange, l2, timing
@@ -222,11 +224,31 @@ class Session:
             if name in self.graphs and (name not in hollow or null is not None):
                 times[name] = [clock.replay(self.graphs[name] if name not in hollow else null)]
             else:
-                times[name] = [clock.queued(lambda i=i: call(i)) for i in range(self.n)]
+                times[name] = self._queued_calls(name, call)
         for name in order:                               # the latency column: one synced call, its own inputs
             call = self.calls[name] if name not in hollow else (lambda i: None)
             times[f"latency:{name}"] = [self.clock.synced(lambda c=call: c(self.n))]
         return times
+
+    def _queued_calls(self, name: str, call) -> list:
+        """A contender timed queued (its capture failed): n samples, one per call — so, as on the CPU, no call
+        may find a later call's inputs ready. Every input set first gets a decoy's contents (fresh random inputs
+        of the same shapes), then set i its round's inputs, and the contender's call-i outputs their poison,
+        just before call i, outside its interval (a hollow probe does the same around its no-op): a first call
+        that computed the whole round's outputs from a table of the buffers it had seen would compute them
+        from the decoys, and its later calls' outputs are poisoned again before they run
+        (`tests/adversarial/test_cuda.py`, `queued-computes-ahead`). A graph's calls need none of this: a
+        replay is one sample of all n calls together."""
+        decoy = (1 << 41) + int.from_bytes(os.urandom(5), "little")
+        for i in range(self.n):
+            self._fill_slot(i, decoy)
+        samples = []
+        for i in range(self.n):
+            self._fill_slot(i, self.variants[i])
+            if name in self.checked:
+                buffers.poison_all([self.outs[name][i]])
+            samples.append(self.clock.queued(lambda i=i: call(i)))
+        return samples
 
     def _cpu_round(self, order: list[str], hollow: set = frozenset()) -> dict:
         """Calls interleaved one by one. Input set i is filled, and every checked contender's call-i outputs

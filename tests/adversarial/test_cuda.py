@@ -255,6 +255,17 @@ RUNTIME = [
      r"NaN"),
     ("ignores-its-eps", hostile(launch=LAUNCH.replace("N, eps)", "N, 1e-5f)")),
      r"^B=5,N=64,eps=0\.01/random/s0: output out: \d+ of 320 elements outside tolerance"),
+    # judge round 3: on the third call every input and output ends against unmapped device memory (judge.vmm), so
+    # a read past an input's end (a vector tail) or a write past an output's end that is put back before the call
+    # returns (which the guards, compared after the call, cannot see) is an illegal address
+    ("reads-past-input-end", hostile("__global__ void peek(const float* p, float* o) { "
+                                     "float v = *(const volatile float*)(p + 3); if (v == 1234.5f) o[0] = v; }",
+                                     before="peek<<<1, 1, 0, stream>>>(x + B * N, out);"),
+     r"^B=2,N=4096/random/s0: crash: .*illegal memory access.*third call"),
+    ("puts-back-past-output-end", hostile("__global__ void scribble(float* p) { volatile float* q = p; "
+                                          "float v = q[1]; q[1] = 0.f; __threadfence(); q[1] = v; }",
+                                          launch=LAUNCH + "\n    scribble<<<1, 1, 0, stream>>>(out + B * N);"),
+     r"^B=2,N=4096/random/s0: crash: .*illegal memory access.*third call"),
 ]
 
 
@@ -313,6 +324,41 @@ def test_confinement_on_gpu(gpu_judge):
     assert int(got["exec"]) < 0 and int(got["exec_errno"]) == 1, got    # EPERM, not ENOENT: exec itself refused
     assert "setsid" not in got, got                                      # no child ever ran to try it
     assert gpu_judge(HONEST).correct
+
+
+QUEUED_HONEST = hostile(before="cudaStreamSynchronize(stream); cudaGetLastError();   // uncapturable: timed queued")
+
+
+@pytest.mark.gpu
+@_gpu()
+def test_queued_calls_cannot_compute_ahead_on_gpu(gpu_timed_judge):
+    """A kernel timed queued (capture fails) that writes a whole round's outputs in the round's first call
+    (cuda/queued_ahead.cu) is rejected at the first round it tries; the honest seed, uncapturable the same way,
+    is timed queued and correct — and so is the seed, in a graph, judged after them by the same evaluator."""
+    ev = gpu_timed_judge((HERE / "cuda" / "queued_ahead.cu").read_text())
+    assert not ev.correct and re.search(r"NaN .*timed call, round \d", ev.failure or ""), (ev.stage, ev.failure)
+    honest = gpu_timed_judge(QUEUED_HONEST)
+    assert honest.correct, honest.failure
+    assert gpu_timed_judge(HONEST).correct
+
+
+@pytest.fixture(scope="module")
+def gpu_timed_judge():
+    """Judges a kernel whole, timing included (eager baseline, a few short rounds), in one evaluator."""
+    from kevolve.judge.harness import judge
+    from kevolve.judge.options import Options
+    from kevolve.judge.reuse import Reuse
+    from kevolve.task import load_task
+    task = load_task(TINY)
+    options = Options(target="cuda", shapes="small", baselines=("eager",), reps=30, calls=5, timeout=60)
+    reuse = Reuse(options, reference_bytes=1 << 28, baseline_refresh_s=0)
+
+    def run(source: str):
+        built = builder.build(source, "cuda")
+        assert built.ok, built.error
+        return judge(task, built.lib_path, options, reuse=reuse)
+    yield run
+    reuse.close()
 
 
 @pytest.fixture(scope="module")
