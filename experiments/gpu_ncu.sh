@@ -3,6 +3,7 @@
 # `source .devdeps/install.sh`):
 #   NCU="task:kernel-pattern ..." (default: the shortfalls of issue 14: layernorm_fwd's and rmsnorm_fwd's best/,
 #   cross_entropy_bwd's cuda_fast seed), each `python experiments/ncu_seeds.py --task T --kernel K --torch compile`
+#   (NCU_TORCH= empty: the kernel alone)
 #   on bench, NCU_JOBS at a time; then EVALS ("task:path ...", each judged on bench by `python -m kevolve.evaluate`
 #   within EVAL_S, alone on the GPU); then TESTS (pytest arguments, -m gpu, TESTS_N xdist workers) for TESTS_S.
 # $OUT gets ncu_<task>.txt per task, eval_<task>_<kernel>.txt, tests.txt and summary.txt (also printed last).
@@ -16,7 +17,7 @@ t0=$(date +%s)
 default='layernorm_fwd:tasks/{task}/best/cuda.cu rmsnorm_fwd:tasks/{task}/best/cuda.cu cross_entropy_bwd:tasks/{task}/seeds/cuda_fast.cu'
 for pair in ${NCU:-$default}; do        # (a literal default inside ${NCU:-...} would end at {task}'s brace)
   task=${pair%%:*}; kernel=${pair#*:}
-  timeout ${NCU_S:-300} python3 experiments/ncu_seeds.py --task "$task" --kernel "$kernel" --torch compile \
+  timeout ${NCU_S:-300} python3 experiments/ncu_seeds.py --task "$task" --kernel "$kernel" --torch ${NCU_TORCH-compile} \
     --jobs ${NCU_JOBS:-8} --shapes ${SHAPES:-bench} > "$out/ncu_$task.txt" 2>&1
   say "ncu $task $kernel: exit $? after $(( $(date +%s) - t0 )) s"
 done

@@ -1,8 +1,8 @@
 """The worker's guarded buffers: where a kernel's inputs, outputs and workspace live, how they are poisoned before
 every call, and how a write outside them is found.
 
-`allocate` puts every buffer between two guard zones (and, on edge calls, skews it or ends it against an
-inaccessible page, its base not vector-aligned); `poison_all` fills outputs with NaN and the workspace, integer
+`allocate` puts every buffer between two guard zones (and, on edge calls, ends inputs and outputs against memory
+that faults — a PROT_NONE page, or unmapped device memory — their bases not vector-aligned); `poison_all` fills outputs with NaN and the workspace, integer
 outputs and guard zones with fresh random bytes, for many buffer sets in a few device operations; `overruns` /
 `overruns_all` compare the guards bit for bit with what was written into them. Used by the worker's correctness
 calls and by the timing session (`judge.session`); all of it runs in the worker, where the kernel does.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -85,14 +86,23 @@ def overruns_all(bufs: list[dict]) -> list[list[str]]:
     return [overruns(b) for b in bufs]
 
 
-def _page_ended(elements: int, dtype) -> "torch.Tensor":
-    """A CPU tensor of `elements` whose last byte is followed by a PROT_NONE page (its base is page end
-    minus its bytes: `allocate` picks `elements` so that the input inside it is never `EDGE_MISALIGN`-aligned)."""
-    import ctypes
-    import mmap
+_NO_UNMAPPED_END: list[str] = []        # why page-ended device buffers failed here, once (then: skewed buffers)
+
+
+def page_ended(elements: int, dtype, device: str, keep: list) -> "torch.Tensor":
+    """A tensor of `elements` on `device` whose last byte is followed by memory that faults when touched: a
+    PROT_NONE page on the CPU, an unmapped granule of device memory on the GPU (`judge.vmm`). Its base is the end
+    minus its bytes (`allocate` picks `elements` so that a buffer inside it is never `EDGE_MISALIGN`-aligned).
+    What keeps the memory mapped is appended to `keep`."""
     import torch
     item = torch.empty(0, dtype=dtype).element_size()
-    size, page = elements * item, mmap.PAGESIZE
+    size = elements * item
+    if device != "cpu":
+        from kevolve.judge import vmm
+        return vmm.mapped(size, keep).view(dtype)     # raises OSError or RuntimeError where the driver refuses
+    import ctypes
+    import mmap
+    page = mmap.PAGESIZE
     span = -(-size // page) * page
     region = mmap.mmap(-1, span + page, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     base = ctypes.addressof(ctypes.c_char.from_buffer(region))
@@ -100,32 +110,40 @@ def _page_ended(elements: int, dtype) -> "torch.Tensor":
     if libc.mprotect(ctypes.c_void_p(base + span), ctypes.c_size_t(page), 0) != 0:
         raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
     whole = torch.frombuffer(region, dtype=torch.uint8, count=span, offset=0)   # holds a reference to region
+    keep.append(region)
     return whole[span - size:].view(dtype)
 
 
 def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
     """Every buffer sits between two guard zones (`poison_all` fills them with fresh random bytes before
-    each call; `overruns` compares them bit for bit). With `edge` (the third correctness call's set):
-    outputs start one element past an aligned address (the contract promises element alignment only),
-    the workspace `WORKSPACE_ALIGN` bytes past one (it promises the untyped workspace 16-byte alignment,
-    enough for any scalar or 16-byte vector a kernel keeps there), and both guards stay; on the CPU every
-    input instead ends against an inaccessible page, so reading past its end faults (a crash verdict), and its
-    base is never `EDGE_MISALIGN`-aligned (only element alignment is promised, so a kernel that assumes a
-    vector-aligned base from the shape faults too): where the page end would leave it aligned (its size a
-    multiple of `EDGE_MISALIGN` bytes), it ends one element short of the page instead, that element a guard
-    zone (its base then one element short of an aligned address; reading two past its end faults). On the GPU
-    the caching allocator owns page placement: inputs are skewed like outputs."""
+    each call; `overruns` compares them bit for bit). With `edge` (the third correctness call's set): every
+    input and output instead ends against memory that faults when touched (`page_ended`: a PROT_NONE page on
+    the CPU, unmapped device memory on the GPU), so reading past its end, or writing past it and putting the
+    bytes back before the call returns (which guards, compared after the call, cannot see), is a crash verdict;
+    and its base is never `EDGE_MISALIGN`-aligned (only element alignment is promised, so a kernel that
+    assumes a vector-aligned base from the shape faults too): where the end would leave it aligned (its size a
+    multiple of `EDGE_MISALIGN` bytes), it ends one element short instead, that element a guard zone (its base
+    then one element short of an aligned address; touching two past its end faults). The guard before it
+    stays. The workspace starts `WORKSPACE_ALIGN` bytes past an aligned address (the contract promises the
+    untyped workspace 16-byte alignment, enough for any scalar or 16-byte vector a kernel keeps there), with
+    both guards. `mappings` keeps the page-ended memory alive as long as the buffer set."""
     import torch
-    t, guards = task, {}
+    t, guards, keep = task, {}, []
 
     def mk(name: str, shape: tuple, dtype, role: str) -> "torch.Tensor":
         n = math.prod(shape)
-        if edge and role == "input" and device == "cpu":
+        if edge and role in ("input", "output") and not _NO_UNMAPPED_END:
             item = torch.empty(0, dtype=dtype).element_size()
             short = 1 if (n * item) % EDGE_MISALIGN == 0 and item < EDGE_MISALIGN else 0
-            flat = _page_ended(GUARD + n + short, dtype)
-            guards[name] = [flat[:GUARD]] + ([flat[GUARD + n:]] if short else [])
-            return flat[GUARD:GUARD + n].view(shape)
+            try:
+                flat = page_ended(GUARD + n + short, dtype, device, keep)
+            except (OSError, RuntimeError) as e:        # a driver without virtual memory management: skewed
+                _NO_UNMAPPED_END.append(f"{type(e).__name__}: {e}")
+                print(f"kevolve worker: buffers cannot end against unmapped memory here ({_NO_UNMAPPED_END[0]}); "
+                      "the third call's buffers are skewed instead", file=sys.stderr, flush=True)
+            else:
+                guards[name] = [flat[:GUARD]] + ([flat[GUARD + n:]] if short else [])
+                return flat[GUARD:GUARD + n].view(shape)
         skew = (WORKSPACE_ALIGN if role == "workspace" else 1) if edge else 0
         flat = torch.empty(GUARD + skew + n + GUARD, dtype=dtype, device=device)
         guards[name] = [flat[:GUARD + skew], flat[GUARD + skew + n:]]
@@ -134,7 +152,8 @@ def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
     return {"inputs": {s.name: mk(s.name, t.shape(s, sizes), dt(s), "input") for s in t.inputs},
             "outputs": {s.name: mk(s.name, t.shape(s, sizes), dt(s), "output") for s in t.outputs},
             "workspace": mk("workspace", (t.workspace(sizes),), torch.uint8, "workspace"), "guards": guards,
-            "expected": {}, "layout": "edge" if edge else "aligned"}
+            "expected": {}, "mappings": keep,
+            "layout": ("edge, skewed: no unmapped end here" if _NO_UNMAPPED_END else "edge") if edge else "aligned"}
 
 
 def overruns(buf: dict) -> list[str]:

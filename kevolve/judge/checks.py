@@ -198,8 +198,8 @@ class Checker:
                 f"expected {float(ref.reshape(-1)[flat]):.6g} ({call})", worst_abs, worst_rel)
 
 
-EDGE_CALL = (" (on the third call, whose buffers start one element past an aligned address — the contract promises "
-             "element alignment only — and, on the CPU, whose inputs end against an inaccessible page)")
+EDGE_CALL = (" (on the third call, whose inputs and outputs end against memory that faults when touched — reading "
+             "or writing past an end faults — and start at addresses only element-aligned, as the contract promises)")
 _CALLS = {0: "first call", 1: "second call, same buffers, new inputs", 2: "third call, new buffers"}
 
 

@@ -48,6 +48,7 @@ class Worker:
     def __init__(self):
         self.task = self.kernel = None
         self.buffers: dict[int, list[dict]] = {}     # config index -> buffer sets allocated for it
+        self.copies: list[dict] = []                 # exported copies of the edge call's mapped buffers (`_export`)
         self.compiled = {}
         self.session = None                         # the timing session (`time_setup` .. `time_end`)
         self.ipc = False                            # outputs through CUDA IPC (set_exchange) or files
@@ -139,6 +140,7 @@ class Worker:
         if new_buffers or not sets:                 # earlier sets stay alive: the new one has new addresses;
             sets.append(self._allocate(sizes, edge=bool(sets)))   # the second set sits against a page's edge
         buf = sets[-1]
+        self.copies = []                            # the last call's exported copies (`_export`) are read by now
         fresh = task.make_inputs(cfg, self.device, variant)
         for name, t in fresh.items():
             buf["inputs"][name].copy_(t)
@@ -267,7 +269,12 @@ class Worker:
         return {}
 
     def _export(self, outputs: dict, config: int, variant) -> dict:
-        from kevolve.judge import exchange
+        """`exchange.export` of a correctness call's buffers. CUDA IPC cannot share the edge call's buffers, which
+        the driver mapped apart (`judge.vmm`): those go as copies, kept alive until the next correctness call."""
+        from kevolve.judge import exchange, vmm
+        if self.ipc and any(vmm.owns(t) for t in outputs.values()):
+            outputs = {n: t.clone() if vmm.owns(t) else t for n, t in outputs.items()}
+            self.copies.append(outputs)
         return exchange.export(outputs, self.exchange, f"{config}.{variant}", self.ipc)
 
     @property

@@ -293,3 +293,24 @@ def test_outputs_travel_by_cuda_ipc_here(layernorm):
         assert exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info["uuid"])
     finally:
         worker.close()
+
+
+def test_edge_buffers_end_against_unmapped_device_memory(layernorm):
+    """The third call's inputs and outputs (`buffers.allocate(edge=True)`) each end where mapped device memory ends
+    (`judge.vmm`: the next byte lies in a reserved, unmapped granule), start only element-aligned, work as tensors,
+    and are exported as copies (CUDA IPC cannot share them); the workspace stays skewed between guards."""
+    from kevolve.judge import buffers, vmm
+    cfg = layernorm.configs("small")[0]
+    buf = buffers.allocate(layernorm, "cuda", cfg.size_dict, edge=True)
+    assert buf["layout"] == "edge", buf["layout"]
+    for t in list(buf["inputs"].values()) + list(buf["outputs"].values()):
+        assert vmm.owns(t) and t.data_ptr() % 16 != 0
+        end = t.data_ptr() + t.numel() * t.element_size()        # the mapped end, or one element (a guard) short
+        assert end % (2 << 20) == 0 or (end + t.element_size()) % (2 << 20) == 0, hex(end)
+        t.fill_(1.5)
+        assert float(t.sum()) == 1.5 * t.numel()
+    assert not vmm.owns(buf["workspace"])
+    buffers.poison_all([buf])
+    assert buffers.overruns(buf) == []
+    del buf
+    torch.cuda.synchronize()
