@@ -79,7 +79,7 @@ class _Mapping:
         self.span = max(g, -(-nbytes // g) * g)
         self.reserved = self.span + g                       # one unmapped granule after the mapped span
         self.base, self.handle = ctypes.c_uint64(), ctypes.c_uint64()
-        _check(lib.cuMemAddressReserve(ctypes.byref(self.base), self.reserved, 0, 0, 0), "cuMemAddressReserve")
+        _check(lib.cuMemAddressReserve(ctypes.byref(self.base), self.reserved, g, 0, 0), "cuMemAddressReserve")
         try:
             _check(lib.cuMemCreate(ctypes.byref(self.handle), self.span, ctypes.byref(prop), 0), "cuMemCreate")
             _check(lib.cuMemMap(self.base.value, self.span, 0, self.handle.value, 0), "cuMemMap")
@@ -128,7 +128,13 @@ def mapped(nbytes: int, keep: list) -> "torch.Tensor":  # noqa: F821
     return torch.as_tensor(holder, device="cuda")[:nbytes]
 
 
+def region(t) -> tuple[int, int] | None:
+    """(start, end) of the memory `mapped` gave that tensor `t` lies in — its end is where the mapping ends —
+    or None."""
+    ptr = t.data_ptr()
+    return next(((start, start + n) for start, n in _MAPPED.items() if start <= ptr < start + n), None)
+
+
 def owns(t) -> bool:
     """True when tensor `t` lies in memory `mapped` gave (CUDA IPC cannot share it: export a copy)."""
-    ptr = t.data_ptr()
-    return any(start <= ptr < start + n for start, n in _MAPPED.items())
+    return region(t) is not None

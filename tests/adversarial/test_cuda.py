@@ -261,11 +261,11 @@ RUNTIME = [
     ("reads-past-input-end", hostile("__global__ void peek(const float* p, float* o) { "
                                      "float v = *(const volatile float*)(p + 3); if (v == 1234.5f) o[0] = v; }",
                                      before="peek<<<1, 1, 0, stream>>>(x + B * N, out);"),
-     r"^B=2,N=4096/random/s0: crash: .*illegal memory access.*third call"),
+     r"(?s)^B=2,N=4096/random/s0: crash: .*illegal memory access.*third call"),
     ("puts-back-past-output-end", hostile("__global__ void scribble(float* p) { volatile float* q = p; "
                                           "float v = q[1]; q[1] = 0.f; __threadfence(); q[1] = v; }",
                                           launch=LAUNCH + "\n    scribble<<<1, 1, 0, stream>>>(out + B * N);"),
-     r"^B=2,N=4096/random/s0: crash: .*illegal memory access.*third call"),
+     r"(?s)^B=2,N=4096/random/s0: crash: .*illegal memory access.*third call"),
 ]
 
 
