@@ -33,7 +33,6 @@ from kevolve.judge import build as builder
 from kevolve.judge import exchange, rules
 from kevolve.judge.harness import judge
 from kevolve.judge.process import WorkerDied
-from kevolve.task import load_task
 
 # the first round's harness: its task, options, honest kernel, fixtures (one Reuse per module), honest_next
 from test_cpu import BODY, FAST, HERE, SIG, TINY, honest_next, kernel  # noqa: E402,F401  (fixtures: conftest.py)
@@ -199,22 +198,6 @@ def test_exchange_touches_no_file_outside_the_judgements_folder(tmp_path):
     mine.write_bytes(data)
     exchange.discard({"out": str(mine)}, folder)
     assert not mine.exists()
-
-
-@pytest.fixture
-def tiny_one_per_shape(tmp_path):
-    """layernorm_tiny with one configuration per shape (first init, first seed): a kernel that keeps a table of
-    every buffer it was called on and reads it later (cpu/ahead_of_calls.cpp) meets, in the full set, the
-    third call's page-ended buffers of an earlier configuration of the same shape unmapped (a crash: its own bug,
-    but before any timed call); here its table is reset with each new shape before it can."""
-    import shutil
-    import yaml
-    folder = tmp_path / "layernorm_tiny"
-    shutil.copytree(TINY, folder)
-    spec = yaml.safe_load((folder / "task.yaml").read_text())
-    spec["shapes"]["small"].update(inits=spec["shapes"]["small"]["inits"][:1], seeds=[0])
-    (folder / "task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    return load_task(folder)
 
 
 def test_outputs_computed_ahead_of_their_calls_are_poisoned_first(tiny_one_per_shape):

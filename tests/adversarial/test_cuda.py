@@ -331,11 +331,12 @@ QUEUED_HONEST = hostile(before="cudaStreamSynchronize(stream); cudaGetLastError(
 
 @pytest.mark.gpu
 @_gpu()
-def test_queued_calls_cannot_compute_ahead_on_gpu(gpu_timed_judge):
+def test_queued_calls_cannot_compute_ahead_on_gpu(gpu_timed_judge, tiny_one_per_shape):
     """A kernel timed queued (capture fails) that writes a whole round's outputs in the round's first call
-    (cuda/queued_ahead.cu) is rejected at the first round it tries; the honest seed, uncapturable the same way,
-    is timed queued and correct — and so is the seed, in a graph, judged after them by the same evaluator."""
-    ev = gpu_timed_judge((HERE / "cuda" / "queued_ahead.cu").read_text())
+    (cuda/queued_ahead.cu) is rejected at the first round it tries (on a task with one configuration per shape: see
+    the fixture); the honest seed, uncapturable the same way, is timed queued and correct — and so is the seed, in
+    a graph, judged after them by the same evaluator."""
+    ev = gpu_timed_judge((HERE / "cuda" / "queued_ahead.cu").read_text(), tiny_one_per_shape)
     assert not ev.correct and re.search(r"NaN .*timed call, round \d", ev.failure or ""), (ev.stage, ev.failure)
     honest = gpu_timed_judge(QUEUED_HONEST)
     assert honest.correct, honest.failure
@@ -353,10 +354,10 @@ def gpu_timed_judge():
     options = Options(target="cuda", shapes="small", baselines=("eager",), reps=30, calls=5, timeout=60)
     reuse = Reuse(options, reference_bytes=1 << 28, baseline_refresh_s=0)
 
-    def run(source: str):
+    def run(source: str, on=None):
         built = builder.build(source, "cuda")
         assert built.ok, built.error
-        return judge(task, built.lib_path, options, reuse=reuse)
+        return judge(on or task, built.lib_path, options, reuse=reuse)
     yield run
     reuse.close()
 
