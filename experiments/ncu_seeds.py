@@ -7,10 +7,12 @@ For every shape of the shape set (its first initialisation), one correctness cal
 (confined as in a judgement) under `ncu --clock-control none` (the card's clocks as they are), and one row per
 kernel of the candidate is printed: launches, time per launch, DRAM bytes read and written (MB, over the
 launches) against the task's floor, DRAM and SM throughput in % of peak, achieved occupancy, grid, block,
-cluster size, registers and shared memory per block, warp stall reasons. The kernel's configurations run one after
-another: kevolve's worker is sealed (seccomp) before the kernel loads, and ncu's injected library, made to wait for
-another ncu's profiling lock, gets it killed (SIGKILL; seen on an H200 with 12 at once, 1 of 10 profiled). torch's
-children run side by side (`--jobs`). The numbers describe one call under ncu's cache control (L2 flushed before
+cluster size, registers and shared memory per block, warp stall reasons. Only the candidate's call is profiled: the
+worker opens the NVTX range `kevolve` around it and ncu is limited to that range (`search.profile.argv`); before,
+every kernel of the worker (input draws, poison, fingerprints) was replayed once per metric pass, and on an H200 no
+bench configuration of layernorm_fwd finished within 95 s. The kernel's configurations run one after another (12
+workers at once under ncu were killed, SIGKILL, 1 of 10 profiled; cause not established); torch's children run
+side by side (`--jobs`). The numbers describe one call under ncu's cache control (L2 flushed before
 each kernel), not the judge's clock: use them to see where time goes, and the judge for speed.
 
 `--torch compile` profiles torch.compile's own kernels (default mode, dynamic=False, compiled as the worker compiles
@@ -90,7 +92,7 @@ def one_torch(task, index: int, tool: str, which: str) -> list[list[str]]:
     with tempfile.TemporaryDirectory(prefix="kevolve-ncu-", ignore_cleanup_errors=True) as tmp:
         log = os.path.join(tmp, "ncu.csv")
         prefix = ncu.argv(tool, log, METRICS)
-        prefix[1:1] = ["--clock-control", "none", "--nvtx", "--nvtx-include", "kevolve/"]
+        prefix[1:1] = ["--clock-control", "none"]                  # argv limits ncu to the range `kevolve`
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"), "LC_ALL": "C"}
         done = subprocess.run([*prefix, sys.executable, __file__, "--child", task.ref, str(index), which,
                                "--shapes", ARGS.shapes, "--task", "-", "--kernel", "-"],

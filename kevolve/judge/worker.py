@@ -148,10 +148,10 @@ class Worker:
         before = {n: fingerprint(t) for n, t in buf["inputs"].items()}
         self._sync()
         start = time.perf_counter()
-        with _fill_uninitialized(self.abi == "torch"):
+        with _fill_uninitialized(self.abi == "torch"), _profiled_range():
             rc = self.kernel(buf["inputs"], buf["outputs"], sizes, buf["workspace"], self._stream(),
                              scalars=task.scalar_values(cfg), case=cfg)
-        self._sync()
+            self._sync()
         seconds = time.perf_counter() - start
         overrun = overruns(buf)
         files = self._export(buf["outputs"], config, variant)
@@ -325,6 +325,26 @@ class Worker:
 
 
 COMPILE_MODES = {"compile": None, "compile-max-autotune": "max-autotune-no-cudagraphs"}
+NVTX_ENV, NVTX_RANGE = "KEVOLVE_NVTX", "kevolve"     # under Nsight Compute (`search.profile`): the kernel's range
+
+
+class _profiled_range:
+    """With `KEVOLVE_NVTX` set (a worker started under ncu by `search.profile`), the candidate's call inside the
+    NVTX range `kevolve`, which ncu is limited to (`--nvtx-include kevolve/`): the worker's own kernels (inputs,
+    poison, fingerprints) are left unprofiled, each of which would otherwise be replayed once per metric pass."""
+
+    def __enter__(self):
+        self.on = bool(os.environ.get(NVTX_ENV))
+        if self.on:
+            import torch
+            torch.cuda.nvtx.range_push(NVTX_RANGE)
+
+    def __exit__(self, *exc):
+        if self.on:
+            import torch
+            torch.cuda.nvtx.range_pop()
+
+
 class _fill_uninitialized:
     """Torch ABI: makes torch::empty hand out NaN-filled memory during the candidate's call."""
 

@@ -30,6 +30,7 @@ from kevolve import ROOT
 from kevolve.judge.build import cuda_home
 from kevolve.judge.options import Options
 from kevolve.judge.sandbox import clean_env
+from kevolve.judge.worker import NVTX_ENV, NVTX_RANGE
 from kevolve.task.spec import Case, Task
 
 METRICS = {          # ncu metric -> the column the prompt shows
@@ -124,8 +125,10 @@ def largest_shown(task: Task, shapes: str) -> tuple[int, Case]:
 
 
 def argv(ncu: str, log: str, metrics=METRICS) -> list[str]:
+    """ncu's command line: CSV to `log`, the worker's child processes too, only kernels inside the worker's NVTX
+    range around the candidate's call (`worker.NVTX_RANGE`, opened when `one_call` sets `worker.NVTX_ENV`)."""
     return [ncu, "--csv", "--log-file", log, "--target-processes", "all", "--kernel-name-base", "demangled",
-            "--metrics", ",".join(metrics)]
+            "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/", "--metrics", ",".join(metrics)]
 
 
 def profile(task: Task, lib: str, options: Options, module: str | None, ncu: str, timeout: float = 300.0) -> Profile:
@@ -148,7 +151,7 @@ def one_call(task: Task, lib: str, options: Options, module: str | None, config:
     open(os.path.join(tmp, ".kevolve-worker"), "w").close()            # the worker's private directory
     env = clean_env({"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                      "CUDA_HOME": cuda_home(), "PYTHONUNBUFFERED": "1", "TMPDIR": tmp, "HOME": tmp, "LC_ALL": "C",
-                     "XDG_CACHE_HOME": os.path.join(tmp, "cache")})
+                     "XDG_CACHE_HOME": os.path.join(tmp, "cache"), NVTX_ENV: "1"})
     commands = [("init", dict(task_dir=task.ref, lib=lib, abi=options.abi, target=options.target, module=module,
                               exchange=tmp, threads=options.threads)),
                 ("set_configs", dict(shapes=options.shapes)), ("check", dict(config=config, variant=0,
