@@ -2,7 +2,11 @@
 exactly after every call, and the element-wise verdict on every output of every call.
 
 `Checker.check_config` asks the worker for three calls per configuration (fresh buffers; the same buffers
-with new contents; a second set of buffers), each with outputs and workspace poisoned, and compares.
+with new contents; a second set of buffers, each input and output ending against memory that faults), each with
+outputs and workspace poisoned, and compares. Their inputs are variants salt, salt + 1 and salt + 2, the salt
+drawn at random once per evaluator (`reuse.References.salt`; `KEVOLVE_INPUT_SALT` fixes it): their references are
+computed once per evaluator, and no candidate's source can know them. A failed call's verdict names the call, its
+inputs' variant and the salt.
 Guarantees: the reference is computed here and never exists in the worker; whether a kernel modified an input
 is decided here, by comparing the worker's input buffers (through the output exchange, on the device when IPC
 works) bit for bit with inputs drawn here — nothing the kernel can reach computes it; a verdict names the output,
@@ -16,7 +20,7 @@ import math
 from kevolve.judge import exchange
 from kevolve.judge.options import Options
 from kevolve.judge.phases import Phases
-from kevolve.judge.process import WorkerProcess
+from kevolve.judge.process import WorkerDied, WorkerProcess
 from kevolve.judge.results import Measurement
 from kevolve.judge.reuse import References
 from kevolve.task.spec import Case, Task
@@ -25,7 +29,8 @@ from kevolve.task.spec import Case, Task
 class Checker:
     """The evaluator's side of correctness: same inputs, float64 reference, exact input check, element-wise verdict."""
 
-    CALLS = ((0, False), (1, False), (2, True))   # (variant, new buffers): fresh, same buffers new data, new buffers
+    CALLS = ((0, False), (1, False), (2, True))   # (inputs: variant salt + k, new buffers): fresh, same buffers
+                                                  # new data, new buffers (the edge call: `buffers.allocate`)
 
     def __init__(self, task: Task, options: Options, clock: Phases | None = None,
                  references: References | None = None, folder=None):
@@ -33,6 +38,16 @@ class Checker:
         self.folder = folder                # the judgement's exchange folder: output files are read from it only
         self.references = references if references is not None else References(0)
         self.device = "cuda" if options.target == "cuda" else "cpu"
+
+    def _inputs(self, variant: int) -> str:
+        """How a verdict names a correctness call's inputs: their variant and the salt (`KEVOLVE_INPUT_SALT=<salt>`
+        draws them again)."""
+        return f"inputs {variant} of salt {self.references.salt}"
+
+    def _label(self, variant: int) -> str:
+        """How a verdict names the call of inputs `variant`: a correctness call and its inputs, else a timed call."""
+        k = variant - self.references.salt
+        return f"{_CALLS[k]}, {self._inputs(variant)}" if k in _CALLS else "a timed call"
 
     def reference(self, cfg: Case, variant: int, inputs: dict | None = None) -> tuple[dict, tuple]:
         """The inputs' fingerprints (`worker.fingerprint`) and, per output, the float64 reference and where it is
@@ -42,8 +57,8 @@ class Checker:
         def compute():
             drawn = inputs if inputs is not None else self.task.make_inputs(cfg, self.device, variant)
             return {n: fingerprint(t) for n, t in drawn.items()}, self.expected(cfg, drawn)
-        with self.clock("reference"):
-            return self.references.get((cfg.id, variant), compute)
+        with self.clock("reference"):           # keyed by all that decides the inputs: task, configuration, variant
+            return self.references.get((self.task.name, str(self.task.dir), self.device, cfg, variant), compute)
 
     def changed_inputs(self, cfg: Case, variant: int, handles: dict, mine: dict | None = None) -> list[str]:
         """The inputs whose buffers in the worker (`handles`, as `exchange.export` gave them) differ in any bit
@@ -81,15 +96,20 @@ class Checker:
     def _check_config(self, worker: WorkerProcess, index: int, cfg: Case) -> Measurement:
         worst_abs = worst_rel = 0.0
         pointers = None
-        for variant, new_buffers in self.CALLS:
-            with self.clock("check", f"{cfg.id} call {variant + 1}"):
-                reply = worker.call("check", self.options.timeout, config=index, variant=variant,
-                                    new_buffers=new_buffers)
+        for k, new_buffers in self.CALLS:
+            variant = self.references.salt + k
+            where, edge = f"call {k + 1}, {self._inputs(variant)}", EDGE_CALL if new_buffers else ""
+            try:
+                with self.clock("check", f"{cfg.id} call {k + 1}"):
+                    reply = worker.call("check", self.options.timeout, config=index, variant=variant,
+                                        new_buffers=new_buffers)
+            except WorkerDied as e:    # a fault (on the CPU, past the edge call's page ends) or a hang: which call
+                raise WorkerDied(e.kind, f"{e.detail} ({where}){edge}") from None
             fail = lambda why: Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, False,  # noqa: E731
                                            worst_abs, worst_rel, failure=why)
             if "error" in reply:
                 worker.kill()          # a CUDA error poisons the context: never reuse this worker
-                return fail(f"crash: {reply['error']}{EDGE_CALL if new_buffers else ''}")
+                return fail(f"crash: {reply['error']} ({where}){edge}")
             with self.clock("reference", f"inputs {cfg.id} #{variant}"):
                 drawn = self.task.make_inputs(cfg, self.device, variant)
             mine, expected = self.reference(cfg, variant, drawn)
@@ -97,18 +117,19 @@ class Checker:
                 raise RuntimeError(f"harness error: the worker drew different inputs for {cfg.id} "
                                    "(nondeterministic generator?) — please report this")
             if reply["rc"] != 0:
-                return fail(f"the kernel returned {reply['rc']} (call {variant + 1})")
+                return fail(f"the kernel returned {reply['rc']} ({where})")
             if reply.get("overruns"):
-                return fail(f"wrote outside {', '.join(reply['overruns'])} (call {variant + 1}, {reply.get('layout', 'aligned')} buffers)")
+                return fail(f"wrote outside {', '.join(reply['overruns'])} ({where}, {reply.get('layout', 'aligned')} "
+                            "buffers)")
             changed = self.changed_inputs(cfg, variant, reply["input_handles"], drawn)
             del drawn
             if changed:
-                return fail(f"input {', '.join(changed)} modified by the kernel (call {variant + 1})")
+                return fail(f"input {', '.join(changed)} modified by the kernel ({where})")
             if new_buffers and pointers == reply["pointers"]:
                 raise RuntimeError("harness error: the second buffer set reused the first one's addresses")
             pointers = reply["pointers"]
             with self.clock("reference"):
-                why, a, r = self._compare(expected, cfg, reply["outputs"], _CALLS.get(variant, "a timed call"))
+                why, a, r = self._compare(expected, cfg, reply["outputs"], self._label(variant))
             worst_abs, worst_rel = max(worst_abs, a), max(worst_rel, r)
             if why:
                 return fail(why)
@@ -121,7 +142,7 @@ class Checker:
         if expected is None:
             _, expected = self.reference(cfg, variant)
         with self.clock("reference"):
-            return self._compare(expected, cfg, files, call or _CALLS.get(variant, "a timed call"), verdict_only)
+            return self._compare(expected, cfg, files, call or self._label(variant), verdict_only)
 
     def _compare(self, expected: tuple, cfg: Case, files: dict, call: str, verdict_only: bool = False
                  ) -> tuple[str | None, float, float]:
@@ -199,7 +220,8 @@ class Checker:
 
 
 EDGE_CALL = (" (on the third call, whose inputs and outputs end against memory that faults when touched — reading "
-             "or writing past an end faults — and start at addresses only element-aligned, as the contract promises)")
+             "past an end, or writing past it even to put the bytes back, faults — and start at addresses only "
+             "element-aligned, as the contract promises)")
 _CALLS = {0: "first call", 1: "second call, same buffers, new inputs", 2: "third call, new buffers"}
 
 

@@ -4,6 +4,8 @@ the float64 references, and recent baseline times.
 from __future__ import annotations
 
 import dataclasses
+import os
+import secrets
 import time
 from dataclasses import dataclass
 
@@ -14,16 +16,35 @@ from kevolve.judge.results import Measurement, Stats
 LAUNCH_BOUND_MS = 0.005     # device time under 5 µs: launch cost (several µs) is of the same order
 
 
-class References:
-    """Input fingerprints and float64 reference outputs per (configuration, input variant), up to `max_bytes`.
+SALT_ENV = "KEVOLVE_INPUT_SALT"      # an integer: fixes the correctness calls' input variants (to reproduce a verdict)
 
-    Inputs are drawn from fixed seeds, so every candidate of a search is checked against the same
-    references; recomputing them is the evaluator's largest cost on small shapes. Entries are kept in the
-    order first needed and never evicted (the configurations are swept in order, so LRU would thrash);
-    what does not fit is computed each time."""
+
+def input_salt() -> int:
+    """Where the correctness calls' input variants start (`Checker`: salt, salt + 1, salt + 2): drawn at random
+    (`secrets`) in [2^42, 2^42 + 2^40), so no candidate's source can know its correctness inputs (a kernel right on
+    fixed inputs alone, wrong elsewhere, would pass every configuration that is only checked), unless
+    `KEVOLVE_INPUT_SALT` fixes it (the salt a failed call's verdict names). Kept apart from the timing rounds'
+    variants (`timed.fresh_variant`: [2^40, 2^41)) and the baselines' probe (`worker.prepare`: 99)."""
+    fixed = os.environ.get(SALT_ENV)
+    if fixed:
+        try:
+            return int(fixed)
+        except ValueError:
+            raise ValueError(f"{SALT_ENV}={fixed!r}: give an integer (the salt a verdict names), or unset it") from None
+    return (1 << 42) + secrets.randbits(40)
+
+
+class References:
+    """Input fingerprints and float64 reference outputs, up to `max_bytes`, keyed by all that decides the inputs
+    (`Checker.reference`: task, device, configuration, input variant), and the `salt` the correctness calls'
+    variants start from (`input_salt`), drawn once per References: every candidate an evaluator judges is checked
+    on the same inputs, so their references are computed once (recomputing them is the evaluator's largest cost on
+    small shapes), and no candidate's source can know them. Entries are kept in the order first needed and never
+    evicted (the configurations are swept in order, so LRU would thrash); what does not fit is computed each time."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes, self.bytes, self.entries = max_bytes, 0, {}
+        self.salt = input_salt()
 
     def clear(self) -> None:
         """Lets every cached reference go (the evaluator ran out of device memory)."""

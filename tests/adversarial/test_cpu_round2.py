@@ -17,8 +17,10 @@ an honest kernel correctly afterwards.
   filled and all outputs poisoned before a CPU round's first call, so one call could write every later call's
   output and the median call did nothing. Fixed in `session._cpu_round` (and the warm-up): each set is filled and
   its outputs poisoned just before its own calls.
-- Memorising the correctness calls' inputs (fixed seeds, so predictable): wrong on anything else. Judged correct
-  when nothing is timed (README, this round's report); the timed calls' fresh inputs reject it.
+- Memorising the correctness calls' inputs (they came from fixed seeds, so predictable): wrong on anything else.
+  Judged correct when nothing was timed, and on every configuration only checked. Fixed in `reuse.input_salt`: the
+  correctness inputs start at a salt each evaluator draws at random; with the salt fixed (to reproduce a
+  verdict), the timed calls' fresh inputs still reject it.
 """
 from __future__ import annotations
 
@@ -132,11 +134,16 @@ def test_a_symlink_planted_in_the_exchange_reaches_nothing_outside(tiny, reuse, 
     calls' outputs will be exported, symlinks to `/proc/self/cwd/kevolve-escape-probe.bin`. Before the fix the
     evaluator's shared `torch.from_file` followed it into its own cwd and created a 32 KiB file there (verdict:
     the zeros it read were outside tolerance). Now the evaluator refuses a symlink (O_NOFOLLOW): a protocol failure
-    naming the file, and nothing is created outside the worker's confinement."""
+    naming the file, and nothing is created outside the worker's confinement. (The file names carry the calls'
+    input variants, which a random salt now hides from the kernel: the salt is fixed at 0 here, as
+    `KEVOLVE_INPUT_SALT` does, so that the attack lands and the defence is what is tested.)"""
+    from kevolve.judge.reuse import SALT_ENV
     monkeypatch.chdir(tmp_path)                         # the evaluator's cwd: where the escape would land
+    monkeypatch.setattr(reuse.references, "salt", 0)    # the file names it plants: the inputs' variants 1 and 2
+    monkeypatch.setenv(SALT_ENV, "0")
     built = builder.build(with_libc("exchange_symlink.cpp"), "cpu")
     assert built.ok, built.error
-    ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
+    ev = judge(tiny, built.lib_path, FAST)              # its own References: the salt read now
     got = dict(re.findall(r"PROBE (\w+)=(\S+)", ev.log))
     assert got.get("found") == "0" and got.get("planted") == "2", got     # the attack was carried out
     assert not (tmp_path / "kevolve-escape-probe.bin").exists(), "the evaluator wrote where the kernel pointed it"
@@ -217,22 +224,47 @@ def test_outputs_computed_ahead_of_their_calls_are_poisoned_first(tiny_one_per_s
     assert not re.findall(r"PROBE ahead=(\d+)", ev.log), "a timed call found its output computed ahead"
 
 
-def test_a_kernel_that_memorises_the_correctness_inputs_fails_the_timed_calls(tiny):
-    """The correctness calls' inputs come from fixed seeds (variants 0, 1, 2 of each configuration), so a kernel
-    can recognise them (here by the bits of x[0]) and be right on them alone, writing zeros on any other input.
-    Untimed, it is judged correct (a limit, reported); timed, the first warm-up call's fresh inputs reject it."""
+def memorising(task, variants) -> str:
+    """A kernel right only on the inputs drawn from `variants` of every configuration (it knows the bits of x[0]
+    of each), writing zeros on any other input."""
     import torch
-    keys = sorted({int(tiny.make_inputs(c, "cpu", v)["x"].reshape(-1).view(torch.int32)[0])
-                   for c in tiny.configs("small") for v in (0, 1, 2)})
-    source = "#include <cstring>\n" + kernel(
+    keys = sorted({int(task.make_inputs(c, "cpu", v)["x"].reshape(-1).view(torch.int32)[0])
+                   for c in task.configs("small") for v in variants})
+    return "#include <cstring>\n" + kernel(
         prelude="static const int32_t KNOWN[] = {" + ", ".join(map(str, keys)) + "};",
         before="""
     int32_t first; std::memcpy(&first, x, 4);
     bool known = false;
     for (int32_t k : KNOWN) known |= k == first;
     if (!known) { for (int64_t i = 0; i < B * N; ++i) out[i] = 0.0f; return 0; }""")
-    built = builder.build(source, "cpu")
+
+
+def test_a_kernel_that_memorises_the_fixed_correctness_inputs_fails_its_first_call(tiny, reuse):
+    """Before this release the correctness calls' inputs were variants 0, 1, 2 of each configuration, so a kernel
+    could recognise them (here by the bits of x[0]) and be right on them alone: judged correct untimed, and on any
+    configuration that is only checked. Now they are variants salt, salt + 1, salt + 2, the salt drawn at random
+    per evaluator (`reuse.input_salt`): the same kernel fails its first call, and the verdict names its inputs."""
+    built = builder.build(memorising(tiny, (0, 1, 2)), "cpu")
     assert built.ok, built.error
+    ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
+    assert not ev.correct and ev.stage == "correctness", (ev.stage, ev.failure)
+    salt = reuse.references.salt
+    assert re.search(r"^B=2,N=4096/random/s0: output out: 8[0-9]{3} of 8192 elements outside tolerance .*\(first "
+                     rf"call, inputs {salt} of salt {salt}\)$", ev.failure), ev.failure
+    honest_next(tiny, reuse)
+
+
+def test_a_kernel_that_knows_the_correctness_inputs_fails_the_timed_calls(tiny, monkeypatch):
+    """With the salt fixed (`KEVOLVE_INPUT_SALT`, to reproduce a verdict) a kernel that knows it can pass the
+    correctness calls; the timed calls' fresh inputs, drawn after it loaded, still reject it at the first warm-up
+    call."""
+    from kevolve.judge import reuse
+    monkeypatch.setenv(reuse.SALT_ENV, "12345")
+    salt = reuse.input_salt()
+    built = builder.build(memorising(tiny, (salt, salt + 1, salt + 2)), "cpu")
+    assert built.ok, built.error
+    untimed = judge(tiny, built.lib_path, FAST)
+    assert untimed.correct, untimed.failure
     ev = judge(tiny, built.lib_path, TIMED)
     assert not ev.correct and ev.stage == "timing", (ev.stage, ev.failure)
     assert re.search(r"^B=2,N=4096/random/s0: output out: 8[0-9]{3} of 8192 elements outside tolerance .*\(warm-up, "

@@ -462,3 +462,52 @@ def test_a_death_at_teardown_fails_a_paired_comparison(tiny, monkeypatch):
     c = compare(tiny, built.lib_path, built.lib_path, options)
     assert c.failure == f"crash: {TEARDOWN_DEATH}", c.failure
     assert c.ratio is None and c.ci is None and c.faster is None
+
+
+def test_an_evaluators_second_judgement_computes_no_reference_for_its_correctness_calls(tiny, monkeypatch):
+    """The correctness calls' inputs are variants salt, salt + 1, salt + 2 of one salt per evaluator
+    (`reuse.References.salt`): a second candidate judged by the same evaluator is checked on the same inputs, and
+    every reference it needs comes from the cache, keyed by the configuration and the salted variant."""
+    from kevolve.judge import checks
+    real, computed = checks.Checker.expected, []
+
+    def expected(self, cfg, inputs):
+        computed.append(cfg.id)
+        return real(self, cfg, inputs)
+    monkeypatch.setattr(checks.Checker, "expected", expected)
+    reuse = Reuse(FAST, 1 << 30, 0)
+    try:
+        assert judge_source(tiny, "seed", FAST, reuse).correct
+        configs, salt = tiny.configs("small"), reuse.references.salt
+        assert sorted(computed) == sorted(c.id for c in configs for _ in range(3))
+        assert {(k[3].id, k[4]) for k in reuse.references.entries} == {
+            (c.id, salt + k) for c in configs for k in range(3)}
+        computed.clear()
+        assert judge_source(tiny, "good_openmp.cpp", FAST, reuse).correct
+        assert computed == [] and reuse.references.salt == salt
+    finally:
+        reuse.close()
+
+
+def test_the_correctness_salt_is_random_per_evaluator_apart_from_other_inputs_and_fixed_by_its_variable(
+        tiny, monkeypatch):
+    """Each References (an evaluator's), and each Checker made without one, draws its own salt, in a range apart
+    from the timed calls' fresh variants (`timed.fresh_variant`) and the baselines' probe (99);
+    `KEVOLVE_INPUT_SALT` fixes it, to draw a failed call's inputs again."""
+    import secrets
+    from kevolve.judge import reuse, timed
+    from kevolve.judge.checks import Checker
+    monkeypatch.delenv(reuse.SALT_ENV, raising=False)
+    salts = [reuse.References(0).salt for _ in range(4)] + [Checker(tiny, FAST).references.salt for _ in range(4)]
+    assert len(set(salts)) == len(salts)
+    ends = []
+    for bits in (lambda n: 0, lambda n: (1 << n) - 1):       # each range's two ends
+        monkeypatch.setattr(secrets, "randbits", bits)
+        ends.append((timed.fresh_variant(), reuse.input_salt()))
+    (timed_low, salt_low), (timed_high, salt_high) = ends
+    assert 99 < timed_low and timed_high < salt_low and salt_high + 2 < 1 << 63
+    monkeypatch.setenv(reuse.SALT_ENV, "12345")
+    assert reuse.References(0).salt == Checker(tiny, FAST).references.salt == 12345
+    monkeypatch.setenv(reuse.SALT_ENV, "twelve")
+    with pytest.raises(ValueError, match="KEVOLVE_INPUT_SALT='twelve': give an integer"):
+        reuse.input_salt()
