@@ -46,7 +46,7 @@ from kevolve.operators.choice import reward
 from kevolve.search import actors, requests, suspects
 from kevolve.search.champion import Champion, Entry
 from kevolve.search.learning import Learning, strategy_of
-from kevolve.search.pacing import Pacer
+from kevolve.search.pacing import Builds, Pacer
 from kevolve.search.plan import ABI, Plan, resolve
 from kevolve.search.population import Population, red_team
 from kevolve.search.recorded import Recorded
@@ -131,6 +131,7 @@ class Driver(Summarising):
         self.proposing = 0                          # mutations in flight: candidates the budget already counts
         self.misses = {"knob": 0, "llm": 0}         # proposals of each kind in a row that gave no new candidate
         self.stage_seconds = {"mutate": 0.0, "verify": 0.0, "build": 0.0, "evaluate": 0.0}
+        self.builds = Builds(plan.evaluators, plan.builders)   # sizes the builds kept in flight (pacing)
         self.judge_phases: dict[str, float] = {}    # the evaluate stage, split (Evaluation.phases summed)
         self.busy_seconds = 0.0
         self.stopped: str | None = None
@@ -261,10 +262,14 @@ class Driver(Summarising):
 
     def _in_flight(self) -> int:
         """Candidates between proposal and verdict at most: the plan's, or, when it follows the LLM calls, the
-        plan's with the LLM calls' current target in place of the one it started with."""
+        plan's with the LLM calls' current target in place of the one it started with; and, unless
+        `search.in_flight` is set, as many more as the builds the measured build and judgement times ask for
+        beyond the two per evaluator the base bound allows (`pacing.Builds`)."""
+        n = self.plan.in_flight
         if self.plan.in_flight_follows_llm and self.pacer is not None:
-            return self.plan.in_flight + self.pacer.target - self.plan.llm_calls
-        return self.plan.in_flight
+            n += self.pacer.target - self.plan.llm_calls
+        builds = self.builds.wanted() if self.plan.in_flight_follows_builds else None
+        return n + max(0, (builds or 0) - 2 * self.plan.evaluators)
 
     def _paced(self, moved: bool) -> None:
         """Records a new target for the LLM calls in flight, with what it was computed from."""
@@ -436,6 +441,7 @@ class Driver(Summarising):
 
     def _built(self, job: Job, b: Build) -> None:
         self.stage_seconds["build"] += b.seconds
+        self.builds.built(b.seconds)
         c = job.candidate
         if not b.ok:
             job.lib = None
@@ -472,6 +478,7 @@ class Driver(Summarising):
             self.queue.append(job)
             return
         self.evaluated += 1
+        self.builds.judged(ev.eval_seconds)
         self.store.record_evaluation(c.id, ev, ev.eval_seconds)
         if self.pacer is not None:
             self._paced(self.pacer.judged(ev.eval_seconds))

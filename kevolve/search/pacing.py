@@ -18,6 +18,11 @@ a tenth or more, or reaches a bound (so a large target does not flutter by one).
 always; a proposal with no candidates counts as `MIN_YIELD` of one, so a run of bad replies raises the target
 without dividing by zero. Not guaranteed: that the evaluators are busy when `most` is below the formula's value
 (`capped` says so; raise `llm.concurrency` if the provider's rate limit allows, or add models on other endpoints).
+
+Builds are paced the same way (`Builds`): an evaluator takes a candidate every J seconds and a build takes B, so
+E × B / J builds must run at once for the evaluators never to wait on nvcc — `builds_wanted`, within the builders
+the plan gives. The driver keeps that many more candidates in flight than its base bound, once it has measured
+both (a knob search on an H200 spent 223 s of nvcc in a 188 s run with 4 in flight: ~3 building at once).
 """
 from __future__ import annotations
 
@@ -93,3 +98,33 @@ class Pacer:
             return False
         self.target = new
         return True
+
+
+def builds_wanted(evaluators: int, build_s: float, judge_s: float, builders: int) -> int:
+    """Builds to keep running at once so that built candidates arrive as fast as the evaluators judge them:
+    ceil(HEADROOM × E × B / J), at least one, at most `builders`."""
+    return min(max(1, builders), max(1, math.ceil(HEADROOM * evaluators * build_s / max(judge_s, 1e-3))))
+
+
+class Builds:
+    """The last `WINDOW` build and judgement seconds of a run, and the builds to keep in flight from them (None
+    until both were measured three times: the seeds' first builds and judgements include one-off costs)."""
+
+    def __init__(self, evaluators: int, builders: int):
+        self.evaluators, self.builders = evaluators, builders
+        self.builds: deque[float] = deque(maxlen=WINDOW)
+        self.judgements: deque[float] = deque(maxlen=WINDOW)
+
+    def built(self, seconds: float) -> None:
+        self.builds.append(max(0.0, seconds))
+
+    def judged(self, seconds: float) -> None:
+        if seconds > 0:
+            self.judgements.append(seconds)
+
+    def wanted(self) -> int | None:
+        if len(self.builds) < 3 or len(self.judgements) < 3:
+            return None
+        build = sorted(self.builds)[len(self.builds) // 2]
+        judge = sorted(self.judgements)[len(self.judgements) // 2]
+        return builds_wanted(self.evaluators, build, judge, self.builders)

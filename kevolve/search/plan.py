@@ -38,8 +38,8 @@ class Plan:
     evaluator_placement: Mapping[str, Any]   # Ray options of an Evaluator actor (num_cpus, num_gpus, resources)
     builders: int                        # builds in flight at most
     builder_resources: Mapping[str, float]
-    in_flight: int                       # candidates between proposal and verdict at most (at the start: with
-                                         # `in_flight_follows_llm`, it moves with the LLM calls' target)
+    in_flight: int                       # candidates between proposal and verdict at most (`default_in_flight`;
+                                         # with `in_flight_follows_llm`, it moves with the LLM calls' target)
     reference_bytes: int | None          # float64 references an evaluator keeps (None: a share of its GPU's memory,
                                          # sized by the evaluator: kevolve.search.actors.reference_budget)
     baseline_refresh_s: float            # 0: baselines timed with every candidate
@@ -58,6 +58,7 @@ class Plan:
     llm_calls_min: int = 0               # … adapted within these bounds from measured latencies
     llm_calls_max: int = 0               #     (kevolve/search/pacing.py; equal when search.llm_calls is set)
     in_flight_follows_llm: bool = False  # in_flight = 4 per evaluator + the LLM calls' current target
+    in_flight_follows_builds: bool = False   # + the builds measured times ask for past 2 per evaluator (pacing)
     choice: str = "weights"              # operator × model choice policy
     translations: int = 0                # translate founders made at start
     meta_children: int = 4
@@ -105,6 +106,23 @@ def seed_files(task: Task, target: str, which: str, replay: bool = False) -> tup
     return {"all": listed + best, "listed": listed, "best": best}[which]
 
 
+def default_in_flight(target: str, evaluators: int, builders: int, llm_calls: int = 0) -> int:
+    """Candidates between proposal and verdict at most, when `search.in_flight` is unset. Each evaluator holds two
+    (one judging, one queued: the driver's dispatch), and more must be on their way, few enough that children are
+    proposed from recent verdicts rather than all from the seeds:
+    - with LLM operators, two building per evaluator, and the LLM calls waiting on the network on top;
+    - on cuda without them, one for every builder: nvcc takes as long as a judgement or longer (an H200's knob
+      search of layernorm_fwd: 7 s builds, 2.5 s judgements; with 4 in flight ~1.2 builds ran at once and the
+      evaluator waited on them). Children are proposed once the first seed's verdict is in, and then every
+      builder compiles one; later, only as many build at once as the evaluators' pace needs, the rest wait built;
+    - on the CPU, two building per evaluator: g++ takes 0.3 s against judgements of 8-60 s, so more would only
+      queue built candidates made from older verdicts, and builds that run beside a judgement take its CPUs."""
+    fed = 4 * evaluators
+    if llm_calls:
+        return fed + llm_calls
+    return max(fed, builders + 2 * evaluators) if target == "cuda" else fed
+
+
 def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
     """The plan for searching `task` with `cfg` on a cluster with these resources (CPU, GPU counts)."""
     r, s = cfg.resources, cfg.search
@@ -141,23 +159,20 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
     # parents; the best is chosen by paired kernel-against-kernel timings and reported from a final judgement
     # with its baselines interleaved, so host load between them no longer picks the reported best.
     refresh = s.baseline_refresh_s if s.baseline_refresh_s is not None else 300.0
+    builders = r.builders or max(1, cpus - int(evaluators * r.cpus_per_evaluator))
     options = Options(target=target, abi=ABI, shapes=shapes, timeout=s.timeout_s, baselines=tuple(s.baselines),
                       reps=s.reps, budget_s=s.budget_s, time_inits=s.time_inits, threads=r.worker_threads,
                       exchange=r.exchange, cache_dir=r.cache_dir)
     return Plan(task=task.ref, target=target, shapes=shapes, options=options, evaluators=evaluators,
-                evaluator_placement=placement,
-                builders=r.builders or max(1, cpus - int(evaluators * r.cpus_per_evaluator)),
-                builder_resources=dict(r.builder_resources),
-                # enough to keep each evaluator fed (one judging, one queued, two building), few enough that
-                # children are proposed from recent verdicts rather than all from the seeds
-                # with LLM operators, the calls waiting on the network come on top
-                in_flight=s.in_flight or 4 * evaluators + (llm_calls if llm_ops else 0),
+                evaluator_placement=placement, builders=builders, builder_resources=dict(r.builder_resources),
+                in_flight=s.in_flight or default_in_flight(target, evaluators, builders, llm_calls if llm_ops else 0),
                 reference_bytes=None if cache_gb is None else int(cache_gb * (1 << 30)), baseline_refresh_s=refresh,
                 cache_dir=r.cache_dir, arch=os.environ.get("KEVOLVE_CUDA_ARCH") or r.cuda_arch,
                 population=s.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
                 dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,
                 tracker=cfg.logger, llm=llm, llm_calls=llm_calls, llm_calls_min=least, llm_calls_max=most,
-                in_flight_follows_llm=s.in_flight is None and bool(llm_ops), choice=s.choice,
+                in_flight_follows_llm=s.in_flight is None and bool(llm_ops),
+                in_flight_follows_builds=s.in_flight is None, choice=s.choice,
                 translations=s.translations if llm is not None and s.population.operators.get("translate", 0) > 0
                 else 0, meta_children=s.meta_children, strategies_shown=s.strategies_shown, verifiers=s.verifiers,
                 profile=s.profile and target == "cuda" and llm is not None, seeds=seeds)

@@ -90,3 +90,27 @@ def test_the_plan_starts_from_the_priors_and_bounds_by_the_endpoints(cluster, ta
     fixed = resolve(config(llm_calls=5, in_flight=7, population={"operators": {"optimize": 1}}), task, cluster)
     assert (fixed.llm_calls, fixed.llm_calls_min, fixed.llm_calls_max) == (5, 5, 5)
     assert fixed.in_flight == 7 and not fixed.in_flight_follows_llm
+
+
+def test_builds_follow_build_and_judgement_times_within_the_builders():
+    """E × B / J builds at once (a quarter more), at least one, never more builders than the plan has: the H200's
+    layernorm_fwd knob search (7 s builds, 2.5 s judgements, one evaluator) wants 4, not the 2 its base bound gave."""
+    assert pacing.builds_wanted(1, 7.0, 2.5, 14) == 4
+    assert pacing.builds_wanted(8, 20.0, 2.0, 30) == 30              # capped by the builders
+    assert pacing.builds_wanted(1, 0.0, 12.0, 14) == 1               # cached builds: one is plenty
+    b = pacing.Builds(evaluators=1, builders=14)
+    for s in (7.0, 6.5):
+        b.built(s)
+        b.judged(2.5)
+    assert b.wanted() is None                                        # not before three of each
+    b.built(8.0)
+    b.judged(0.0)                                                    # a judgement of no time is not one
+    assert b.wanted() is None
+    b.judged(2.4)
+    assert b.wanted() == pacing.builds_wanted(1, 7.0, 2.5, 14)       # medians
+
+
+def test_the_plan_follows_builds_unless_in_flight_is_set():
+    task = load_task(TASK)
+    assert resolve(config(), task, {"CPU": 8}).in_flight_follows_builds
+    assert not resolve(config(in_flight=3), task, {"CPU": 8}).in_flight_follows_builds
