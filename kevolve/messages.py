@@ -176,10 +176,12 @@ class RunSummary:
     candidates: int                  # candidates that reached a verdict
     correct: int
     stopped: str                     # why the search stopped
-    seconds: float
-    candidates_per_minute: float
+    seconds: float                   # the whole run, the best's final judgement included
+    search_seconds: float            # the search alone: from the driver's start to the end of its loop
+    candidates_per_minute: float     # verdicts per minute of search_seconds
     evaluators: int
-    evaluator_busy: float            # the share of evaluator time spent judging
+    evaluator_busy: float            # the share of the evaluators' search_seconds spent judging candidates or
+                                     # timing a challenger paired with the best (stage_seconds' evaluate, compare)
     stage_seconds: dict[str, float]
     judge_phases: dict[str, float]
     best: Best | None

@@ -124,9 +124,11 @@ def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
     assumes a vector-aligned base from the shape faults too): where the end would leave it aligned (its size a
     multiple of `EDGE_MISALIGN` bytes), it ends one element short instead, that element a guard zone (its base
     then one element short of an aligned address; touching two past its end faults). The guard before it
-    stays. The workspace starts `WORKSPACE_ALIGN` bytes past an aligned address (the contract promises the
-    untyped workspace 16-byte alignment, enough for any scalar or 16-byte vector a kernel keeps there), with
-    both guards. `mappings` keeps the page-ended memory alive as long as the buffer set."""
+    stays. Only on the GPU, where the driver may refuse such mappings, are they skewed instead (guards on both
+    sides, the layout says so); on the CPU a failed mapping fails the call. The workspace starts
+    `WORKSPACE_ALIGN` bytes past an aligned address (the contract promises the untyped workspace 16-byte
+    alignment, enough for any scalar or 16-byte vector a kernel keeps there), with both guards. `mappings` keeps
+    the page-ended memory alive as long as the buffer set."""
     import torch
     t, guards, keep = task, {}, []
 
@@ -138,6 +140,8 @@ def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
             try:
                 flat = page_ended(GUARD + n + short, dtype, device, keep)
             except (OSError, RuntimeError) as e:        # a driver without virtual memory management: skewed
+                if device == "cpu":                     # no such excuse here (a kernel that used up the address
+                    raise                               # space in an earlier call must not earn skewed buffers)
                 _NO_UNMAPPED_END.append(f"{type(e).__name__}: {e}")
                 print(f"kevolve worker: buffers cannot end against unmapped memory here ({_NO_UNMAPPED_END[0]}); "
                       "the third call's buffers are skewed instead", file=sys.stderr, flush=True)

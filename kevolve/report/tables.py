@@ -124,8 +124,9 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
             lines.append("better candidates failed when judged again: " + "; ".join(best.not_confirmed)[:600])
     else:
         lines.append("no correct kernel was found")
-    lines += [f"candidates {summary.candidates} ({summary.correct} correct) in {summary.seconds:.0f} s: "
-              f"{summary.candidates_per_minute:.1f}/min, evaluators busy {100 * summary.evaluator_busy:.0f}%; "
+    lines += [f"candidates {summary.candidates} ({summary.correct} correct) in {summary.search_seconds:.0f} s of "
+              f"search ({summary.seconds:.0f} s in all): {summary.candidates_per_minute:.1f}/min, evaluators busy "
+              f"{100 * summary.evaluator_busy:.0f}%; "
               f"stopped: {summary.stopped}",
               f"run dir: {summary.run_dir}"]
     if summary.llm_calls or summary.spend_usd:

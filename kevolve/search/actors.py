@@ -4,7 +4,7 @@
                   configured, an `LLMOperator` on a `Request` (one child; meta-generation's several). It holds
                   the provider (`kevolve.llm.make_provider`, reading the key from its own environment) and runs
                   as a threaded actor (`max_concurrency`: the most LLM proposals the driver keeps in flight,
-                  `plan.llm_calls_max`, and 4 per evaluator more), so that many LLM calls wait on the network
+                  `plan.llm_calls_max`, and `plan.in_flight` more), so that many LLM calls wait on the network
                   at once while knob mutation still answers at once.
 - `Verifier`    — the static rules (`kevolve.judge.rules`) → a `Verdict`, then, for a candidate that passed them
                   and only when `search.verifiers.checks` names some, the LLM verifiers (in parallel) →
@@ -158,6 +158,7 @@ class Evaluator:
         if reference_bytes is None:                 # sized to this evaluator's GPU (its share of it)
             reference_bytes = reference_budget(_gpu_memory(), gpu_share)
         self.reuse = Reuse(options, reference_bytes, baseline_refresh_s)
+        self.reuse.start_spare()    # the first judgement's worker imports torch while the seeds build
 
     def info(self) -> dict:
         import torch
@@ -235,7 +236,8 @@ def start_llm_actors(plan, run_dir: Path):
     setup = (LLMSetup(plan.llm, str(run_dir), plan.task, plan.target, plan.device, plan.shapes)
              if plan.llm is not None else None)
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    options = dict(max_concurrency=max(1, plan.llm_calls_max) + 4 * plan.evaluators, scheduling_strategy=here)
+    options = dict(max_concurrency=max(1, plan.llm_calls_max) + max(4 * plan.evaluators, plan.in_flight),
+                   scheduling_strategy=here)
     mutator = Mutator.options(**options).remote(setup)
     verifier = Verifier.options(**options).remote(setup, tuple(plan.verifiers.checks))
     errors = [e for e in ray.get([mutator.ready.remote(), verifier.ready.remote()]) if e]

@@ -11,6 +11,7 @@ import ray
 
 from kevolve.judge.build import SUFFIX
 from kevolve.messages import Best, Candidate, RunSummary
+from kevolve.search.jobs import Step
 
 
 def lost_baselines(searched: str | None, confirmed) -> str | None:
@@ -34,11 +35,15 @@ def lost_baselines(searched: str | None, confirmed) -> str | None:
 class Summarising:
     """`Driver`'s end of the run and its progress line (the attributes are the driver's)."""
 
+    searched: float | None = None      # seconds from the driver's start to the end of its loop (None: interrupted)
+
     def confirm_best(self, tries: int = 3) -> None:
         """Judges the best candidate once more, its baselines timed afresh (before it loads, and interleaved) as
         `python -m kevolve.evaluate` does: the search ranks with baseline times up to
         `search.baseline_refresh_s` old, and the numbers it reports come from this judgement. A best that is
-        not correct again (a race, say) is recorded as such and the next best is tried, `tries` in all."""
+        not correct again (a race, say) is recorded as such and the next best is tried, `tries` in all.
+        The search's own time ends here (`searched`): its rates are not diluted by this judgement."""
+        self.searched = time.perf_counter() - self.start
         if self.stream is not None or self.champion.current is None:
             return
         self._progress(force=True, note="confirming the best")
@@ -74,10 +79,12 @@ class Summarising:
         best = self.population.best()
         busy = sum(1 for x in self.load if x > 0)
         pct = 100 * self.correct / self.finished if self.finished else 0.0
+        building = sum(1 for j in self.jobs.values() if j.step is Step.BUILD)
         line = (f"[{_clock(now - self.start)}] candidates {self.finished}/{self.plan.candidates} "
                 f"correct {self.correct} ({pct:.0f}%) best {best.fitness if best else 0:.2f}x "
                 f"evaluators {busy}/{len(self.evaluators)} busy, "
-                f"in flight {len(self.jobs) + len(self.to_build) + len(self.queue)}"
+                f"in flight {len(self.jobs) + len(self.to_build) + len(self.queue)} "
+                f"({building} building, {len(self.queue)} built and waiting)"
                 + (f", LLM proposals {self._llm_jobs()}/{self.pacer.target}" if self.pacer is not None else "")
                 + (f", spent ${self.spend.spent:.2f} ({self.spend.calls} LLM calls)" if self.plan.llm else "")
                 + (f"; {note}" if note else ""))
@@ -87,6 +94,10 @@ class Summarising:
 
     def summary(self) -> RunSummary:
         elapsed = time.perf_counter() - self.start
+        searched = min(elapsed, self.searched if self.searched is not None else elapsed)
+        stages = {**self.stage_seconds,            # paired comparisons hold an evaluator as judgements do
+                  "compare": sum(p.get("seconds") or 0.0 for _, _, p in self.store.events("compare"))}
+        busy = self.busy_seconds + stages["compare"]
         current = self.champion.current
         best = self.confirmed or (current.candidate if current is not None else None)
         ev = self.best_evaluation
@@ -95,10 +106,11 @@ class Summarising:
         summary = RunSummary(
             run_dir=str(self.run_dir), task=self.task.name, target=self.plan.target, shapes=self.plan.shapes,
             candidates=self.finished, correct=self.correct, stopped=self.stopped or "budget of candidates spent",
-            seconds=round(elapsed, 1), candidates_per_minute=round(60 * self.finished / elapsed, 2) if elapsed else 0.0,
+            seconds=round(elapsed, 1), search_seconds=round(searched, 1),
+            candidates_per_minute=round(60 * self.finished / searched, 2) if searched else 0.0,
             evaluators=len(self.evaluators),
-            evaluator_busy=round(self.busy_seconds / (len(self.evaluators) * elapsed), 3) if elapsed else 0.0,
-            stage_seconds={k: round(v, 1) for k, v in self.stage_seconds.items()},
+            evaluator_busy=round(busy / (len(self.evaluators) * searched), 3) if searched else 0.0,
+            stage_seconds={k: round(v, 1) for k, v in stages.items()},
             judge_phases={k: round(v, 1) for k, v in self.judge_phases.items()},
             best=None if best is None or ev is None else Best(
                 id=best.id, kernel=str(kernel), operator=best.operator, speedup=ev.speedup,

@@ -39,3 +39,48 @@ def test_a_write_into_any_guard_is_found_in_its_buffer_alone():
     B.poison_all(bufs)                                                      # re-armed: clean again
     assert B.overruns_all(bufs) == [[], [], [], []]
 
+
+
+def _protection(address: int) -> str:
+    """This process's protection of `address` (/proc/self/maps: 'rw-s', '---s', ...), or '' where unmapped."""
+    for line in open("/proc/self/maps"):
+        span, perms = line.split()[:2]
+        lo, hi = (int(a, 16) for a in span.split("-"))
+        if lo <= address < hi:
+            return perms
+    return ""
+
+
+def test_edge_buffers_on_the_cpu_end_against_a_page_that_faults():
+    """The third call's inputs and outputs (`allocate(edge=True)`) on the CPU each end where a PROT_NONE page begins,
+    or, where the size is a multiple of 16 bytes, one element (a guard) short of it; no base is 16-byte aligned.
+    So a read past an input's end, or a write past an output's end put back before the call returns, faults."""
+    import mmap
+    task = load_task("layernorm_fwd")
+    for cfg in task.configs("small")[:4]:
+        buf = B.allocate(task, "cpu", cfg.size_dict, edge=True)
+        assert buf["layout"] == "edge" and set(buf["outputs"]) == {s.name for s in task.outputs}
+        for name, t in {**buf["inputs"], **buf["outputs"]}.items():
+            item = t.element_size()
+            end = t.data_ptr() + t.numel() * item
+            page = end if end % mmap.PAGESIZE == 0 else end + item      # the guard element, then the page
+            assert page % mmap.PAGESIZE == 0 and t.data_ptr() % B.EDGE_MISALIGN != 0, (cfg.id, name)
+            assert _protection(page).startswith("---") and _protection(end - 1).startswith("rw"), (cfg.id, name)
+        B.poison_all([buf])
+        assert B.overruns(buf) == []
+
+
+def test_on_the_cpu_an_edge_buffer_that_cannot_be_mapped_fails_the_call(monkeypatch):
+    """The GPU falls back to skewed buffers where the driver refuses page-ended ones; the CPU never does (a kernel
+    that used up the address space in an earlier call must not earn buffers that let it write past an end)."""
+    import pytest
+
+    def refused(*args):
+        raise OSError(12, "Cannot allocate memory")
+    monkeypatch.setattr(B, "page_ended", refused)
+    monkeypatch.setattr(B, "_NO_UNMAPPED_END", [])                          # what a fallback would set
+    task = load_task("layernorm_fwd")
+    with pytest.raises(OSError, match="Cannot allocate memory"):
+        B.allocate(task, "cpu", task.configs("small")[0].size_dict, edge=True)
+    assert B._NO_UNMAPPED_END == []
+    assert B.allocate(task, "cpu", task.configs("small")[0].size_dict)["layout"] == "aligned"

@@ -32,10 +32,35 @@ def test_cpu_defaults(task):
 
 def test_gpu_defaults(task):
     plan = resolve(config(), task, {"CPU": 32, "GPU": 2})
-    assert (plan.target, plan.shapes, plan.evaluators, plan.builders, plan.in_flight) == ("cuda", "bench", 2, 30, 8)
+    assert (plan.target, plan.shapes, plan.evaluators, plan.builders, plan.in_flight) == ("cuda", "bench", 2, 30, 34)
     assert plan.baseline_refresh_s == 300.0 and plan.reference_bytes is None     # sized by each evaluator to its GPU
     assert plan.evaluator_placement == {"num_cpus": 1.0, "num_gpus": 1}
     assert plan.with_arch("90a").arch == "90a"
+
+
+def test_on_cuda_without_an_llm_every_builder_has_a_candidate_and_each_evaluator_two(task):
+    """The H200 host (16 CPUs, one GPU): 15 builders, so 17 in flight, not 4 — nvcc, not the judge, set the pace
+    of its knob searches when 4 were in flight."""
+    plan = resolve(config(), task, {"CPU": 16, "GPU": 1})
+    assert (plan.builders, plan.in_flight) == (15, 17)
+
+
+def test_in_flight_is_never_under_four_per_evaluator(task):
+    plan = resolve(config(resources={"builders": 1}), task, {"CPU": 32, "GPU": 2})
+    assert (plan.builders, plan.in_flight) == (1, 8)
+
+
+def test_on_the_cpu_in_flight_stays_four_per_evaluator_whatever_the_builders(task):
+    """g++ builds in a fraction of a CPU judgement: more in flight would only queue children of older verdicts."""
+    plan = resolve(config(), task, {"CPU": 64})
+    assert (plan.target, plan.builders, plan.in_flight) == ("cpu", 63, 4)
+
+
+def test_with_llm_operators_in_flight_is_four_per_evaluator_and_the_llm_calls_not_the_builders(task):
+    cfg = config(search={"population": {"operators": {"optimize": 1}}},
+                 llm={"provider": "local", "base_url": "http://127.0.0.1:9/v1", "models": [{"name": "m"}]})
+    plan = resolve(cfg, task, {"CPU": 16, "GPU": 1})
+    assert plan.llm_calls > 0 and plan.in_flight == 4 + plan.llm_calls and plan.in_flight_follows_llm
 
 
 def test_more_evaluators_than_gpus_share_them(task):
