@@ -237,7 +237,7 @@ class Session:
         just before call i, outside its interval (a hollow probe does the same around its no-op): a first call
         that computed the whole round's outputs from a table of the buffers it had seen would compute them
         from the decoys, and its later calls' outputs are poisoned again before they run
-        (`tests/adversarial/test_cuda.py`, `queued-computes-ahead`). A graph's calls need none of this: a
+        (`QUEUED_AHEAD` in `tests/adversarial/test_cuda.py`). A graph's calls need none of this: a
         replay is one sample of all n calls together."""
         decoy = (1 << 41) + int.from_bytes(os.urandom(5), "little")
         for i in range(self.n):

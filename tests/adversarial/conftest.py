@@ -22,7 +22,7 @@ def tiny():
 @pytest.fixture(scope="module")
 def tiny_one_per_shape(tmp_path_factory):
     """layernorm_tiny with one configuration per shape (first init, first seed). For the attacks that keep a table of
-    every buffer they were called on and touch it later (cpu/ahead_of_calls.cpp, cuda/queued_ahead.cu): in the full
+    every buffer they were called on and touch it later (cpu/ahead_of_calls.cpp, test_cuda.QUEUED_AHEAD): in the full
     set they meet, in their table, the third call's page-ended buffers of an earlier configuration of the same shape
     unmapped — a crash, their own bug, before any timed call; here each resets its table with each new shape."""
     import shutil

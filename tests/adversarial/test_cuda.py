@@ -328,15 +328,50 @@ def test_confinement_on_gpu(gpu_judge):
 
 QUEUED_HONEST = hostile(before="cudaStreamSynchronize(stream); cudaGetLastError();   // uncapturable: timed queued")
 
+# Hostile (judge round 3): makes itself uncapturable, so the judge times it queued — n samples, one per call, the
+# median the headline — then does a whole round's work in the round's first call. Its host code keeps the buffer
+# pairs (x, out) of the calls since a pair repeated (a round: slots 0 .. n-1, then the latency call's) and of the
+# round before; the first call of a round runs the seed on its own buffers and on every later pair of the round
+# before, and marks them done; a call on a pair marked done returns at once. When every input set of a round is
+# drawn before its first call, those outputs are right and the median call costs nothing. Rejected: the judge fills
+# set i (after a decoy fill of every set) and re-poisons its outputs just before call i (`Session._queued_calls`),
+# so what the first call computed came from decoys and is poisoned again before its call: NaN — not written.
+QUEUED_AHEAD = hostile(
+    prelude="""constexpr int SLOTS = 64;
+static const float* burst_x[SLOTS]; static float* burst_out[SLOTS]; static int burst = 0;
+static const float* prev_x[SLOTS]; static float* prev_out[SLOTS]; static int prev = 0;
+static bool done[SLOTS];
+static int64_t kB = -1, kN = -1;""",
+    before="""cudaStreamSynchronize(stream);          // illegal while the stream is captured: the capture fails
+    cudaGetLastError();
+    if (B != kB || N != kN) { kB = B; kN = N; burst = prev = 0; }     // a new shape: the tables start over
+    int at = -1;
+    for (int i = 0; i < burst; ++i)
+        if (burst_x[i] == x && burst_out[i] == out) at = i;
+    if (at >= 0 || burst == SLOTS) {        // a pair repeats: a new round begins; the one before is remembered
+        for (int i = 0; i < burst; ++i) { prev_x[i] = burst_x[i]; prev_out[i] = burst_out[i]; }
+        prev = burst; burst = 0;
+        for (int i = 0; i < SLOTS; ++i) done[i] = false;
+    }
+    const int k = burst++;
+    burst_x[k] = x; burst_out[k] = out;
+    if (done[k] && prev > k && prev_x[k] == x && prev_out[k] == out) return 0;    // written ahead this round""",
+    launch=LAUNCH + """
+    if (k == 0 && prev > 0 && prev_x[0] == x && prev_out[0] == out)          // the round's first call: all of it
+        for (int j = 1; j < prev; ++j) {
+            layernorm_rows<<<(unsigned)B, THREADS, 0, stream>>>(prev_x[j], weight, bias, prev_out[j], N, eps);
+            done[j] = true;
+        }""")
+
 
 @pytest.mark.gpu
 @_gpu()
 def test_queued_calls_cannot_compute_ahead_on_gpu(gpu_timed_judge, tiny_one_per_shape):
     """A kernel timed queued (capture fails) that writes a whole round's outputs in the round's first call
-    (cuda/queued_ahead.cu) is rejected at the first round it tries (on a task with one configuration per shape: see
-    the fixture); the honest seed, uncapturable the same way, is timed queued and correct — and so is the seed, in
-    a graph, judged after them by the same evaluator."""
-    ev = gpu_timed_judge((HERE / "cuda" / "queued_ahead.cu").read_text(), tiny_one_per_shape)
+    (QUEUED_AHEAD) is rejected at the first round it tries (on a task with one configuration per shape: see the
+    fixture); the honest seed, uncapturable the same way, is timed queued and correct — and so is the seed, in a
+    graph, judged after them by the same evaluator."""
+    ev = gpu_timed_judge(QUEUED_AHEAD, tiny_one_per_shape)
     assert not ev.correct and re.search(r"NaN .*timed call, round \d", ev.failure or ""), (ev.stage, ev.failure)
     honest = gpu_timed_judge(QUEUED_HONEST)
     assert honest.correct, honest.failure
