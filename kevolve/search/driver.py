@@ -263,13 +263,15 @@ class Driver(Summarising):
     def _in_flight(self) -> int:
         """Candidates between proposal and verdict at most: the plan's, or, when it follows the LLM calls, the
         plan's with the LLM calls' current target in place of the one it started with; and, unless
-        `search.in_flight` is set, as many more as the builds the measured build and judgement times ask for
-        beyond the two per evaluator the base bound allows (`pacing.Builds`)."""
-        n = self.plan.in_flight
+        `search.in_flight` is set, more where the builds the measured build and judgement times ask for
+        (`pacing.Builds`) and two per evaluator (one judging, one queued) pass the plan's bound."""
+        n, llm = self.plan.in_flight, 0
         if self.plan.in_flight_follows_llm and self.pacer is not None:
             n += self.pacer.target - self.plan.llm_calls
+            llm = self.plan.llm_calls
         builds = self.builds.wanted() if self.plan.in_flight_follows_builds else None
-        return n + max(0, (builds or 0) - 2 * self.plan.evaluators)
+        # the plan's bound past its LLM calls holds one judging and one queued per evaluator; builds beyond that
+        return n + max(0, 2 * self.plan.evaluators + (builds or 0) - (self.plan.in_flight - llm))
 
     def _paced(self, moved: bool) -> None:
         """Records a new target for the LLM calls in flight, with what it was computed from."""
