@@ -160,7 +160,9 @@ class SearchConfig:
                                          # evaluator), and later prompts on it show the profile (search/profile.py)
     verifiers: VerifiersConfig = field(default_factory=VerifiersConfig)     # LLM verifiers before any build
     knob_changes: int = 2                # knob operator: at most this many knobs changed per child
-    in_flight: Optional[int] = None      # candidates between mutation and verdict; None: 4 per evaluator
+    in_flight: Optional[int] = None      # candidates between mutation and verdict; None: 4 per evaluator (and
+                                         # the LLM calls), or on cuda without LLM operators one per builder and 2
+                                         # per evaluator if that is more (kevolve.search.plan.default_in_flight)
     timeout_s: float = 60.0              # per call that runs candidate code
     reps: int = 50                       # timing: at most this many calls per function and configuration
     budget_s: float = 0.15               # timing: or this many seconds per function and configuration

@@ -15,7 +15,8 @@
                   different nodes) and never through the driver.
 - `Evaluator`   — owns one GPU (`num_gpus=1`) on cuda, or a CPU slot on cpu; installs the bytes in its node's
                   build cache and calls `judge.harness.judge`, which runs the kernel in a fresh worker
-                  process; it keeps a `judge.reuse.Reuse` (spare worker, cached references, recent baselines);
+                  process; it keeps a `judge.reuse.Reuse` (a spare worker, the first started with the actor so
+                  that its imports overlap the seeds' builds; cached references; recent baselines);
                   it also profiles a parent with Nsight Compute when asked (`search.profile`).
 Every actor is restarted by Ray when its process dies (`max_restarts=-1`) and a build is retried when its
 process dies; the driver re-sends the call that was lost, a bounded number of times

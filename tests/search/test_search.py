@@ -191,6 +191,8 @@ def test_whole_search_through_the_hydra_app(tmp_path):
     assert summary["candidates"] == 8
     assert summary["correct"] == 8                               # every knob value of the task is correct
     assert summary["stopped"] == "budget of candidates spent"
+    assert 0 < summary["search_seconds"] <= summary["seconds"]     # the best's final judgement is not search time
+    assert "compare" in summary["stage_seconds"] and 0 < summary["evaluator_busy"] <= 1.01  # one evaluator, serial
     assert {"load", "check", "reference", "time"} <= set(summary["judge_phases"])
     outer = {k: v for k, v in summary["judge_phases"].items() if not Phases.nested(k)}   # the rest count twice
     assert sum(outer.values()) <= summary["stage_seconds"]["evaluate"] + 1
