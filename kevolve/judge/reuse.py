@@ -24,7 +24,8 @@ def input_salt() -> int:
     (`secrets`) in [2^42, 2^42 + 2^40), so no candidate's source can know its correctness inputs (a kernel right on
     fixed inputs alone, wrong elsewhere, would pass every configuration that is only checked), unless
     `KEVOLVE_INPUT_SALT` fixes it (the salt a failed call's verdict names). Kept apart from the timing rounds'
-    variants (`timed.fresh_variant`: [2^40, 2^41)) and the baselines' probe (`worker.prepare`: 99)."""
+    variants (`timed.fresh_variant`: [2^40, 2^41); a queued CUDA round's decoys, `Session._queued_calls`: [2^41,
+    2^41 + 2^40)) and the baselines' probe (`worker.prepare`: 99)."""
     fixed = os.environ.get(SALT_ENV)
     if fixed:
         try:
