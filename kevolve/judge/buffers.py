@@ -140,8 +140,9 @@ def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
             try:
                 flat = page_ended(GUARD + n + short, dtype, device, keep)
             except (OSError, RuntimeError) as e:        # a driver without virtual memory management: skewed
-                if device == "cpu":                     # no such excuse here (a kernel that used up the address
-                    raise                               # space in an earlier call must not earn skewed buffers)
+                if device == "cpu" or type(e).__name__ == "OutOfMemoryError":   # no such excuse (a kernel that
+                    raise                               # used up the memory in an earlier call must not earn skewed
+                                                        # buffers; other judgements' memory: the search retries)
                 _NO_UNMAPPED_END.append(f"{type(e).__name__}: {e}")
                 print(f"kevolve worker: buffers cannot end against unmapped memory here ({_NO_UNMAPPED_END[0]}); "
                       "the third call's buffers are skewed instead", file=sys.stderr, flush=True)

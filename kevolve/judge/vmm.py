@@ -59,11 +59,20 @@ def _lib():
     return _LIB
 
 
+class OutOfMemoryError(RuntimeError):
+    """The device had no memory for the mapping (named as torch names its own, so that a search judges the
+    candidate again when other judgements held the memory: `search.driver.harness_failure`)."""
+
+
+_OUT_OF_MEMORY = 2                      # CUDA_ERROR_OUT_OF_MEMORY
+
+
 def _check(rc: int, what: str) -> None:
     if rc != 0:
         name = ctypes.c_char_p()
         _lib().cuGetErrorName(rc, ctypes.byref(name))
-        raise RuntimeError(f"{what} failed: {(name.value or b'').decode() or rc}")
+        text = f"{what} failed: {(name.value or b'').decode() or rc}"
+        raise OutOfMemoryError(text) if rc == _OUT_OF_MEMORY else RuntimeError(text)
 
 
 class _Mapping:
