@@ -8,7 +8,8 @@ the judge really forbids), and a parent's per-configuration numbers (from `kevol
 Guarantees: no function here ever writes a held-out configuration (`Case.heldout`) into its text — the shown
 configurations and the numbers table skip them (and so their scalar values), and `redact` rewrites harness
 feedback that names one (its id or label, its sizes as `k=v`, and on those lines every index tuple and every
-integer of three or more digits, which could be a size or an element count).
+integer of three or more digits, which could be a size or an element count), nor the salt of the correctness
+calls' inputs.
 Not guaranteed: that redaction catches a held-out size spelled some other way in free text (the harness's own
 messages are the ones it is written for).
 """
@@ -145,8 +146,14 @@ def numbers(ctx: Context, evaluation: Evaluation | None) -> str:
                                    if len(shown) < len(evaluation.measurements) else "")
 
 
+SALTED = re.compile(r",? ?inputs \d+ of salt \d+")     # a correctness call's input variant (`judge.checks`)
+
+
 def redact(ctx: Context, text: str) -> str:
-    """`text` with every mention of a held-out configuration replaced (see the module's guarantees)."""
+    """`text` with every mention of a held-out configuration replaced (see the module's guarantees), and without
+    the correctness calls' input variants and salt, which a verdict names for a person to reproduce it
+    (`KEVOLVE_INPUT_SALT`) and a prompt has no use for: "(call 3, inputs V of salt S)" becomes "(call 3)"."""
+    text = SALTED.sub("", text or "")
     held = ctx.heldout()
     if not held or not text:
         return text

@@ -163,6 +163,16 @@ def test_redact_rewrites_heldout_mentions_only(ctx):
     assert out.splitlines()[1] == "compile error at line 1000: expected ';'"   # other lines verbatim
 
 
+def test_redact_drops_the_correctness_inputs_salt(ctx):
+    """A verdict names its inputs' variant and salt for a person (KEVOLVE_INPUT_SALT reproduces it); no prompt does."""
+    text = ("B=2,N=4096/random/s0: output out: 8190 of 8192 elements outside tolerance (first call, inputs "
+            "4398046511104 of salt 4398046511104)\nB=2,N=4096/random/s0: crash: SIGSEGV (call 3, inputs 4398046511106 "
+            "of salt 4398046511104)")
+    out = facts.redact(ctx, text)
+    assert "salt" not in out and "4398046511104" not in out, out
+    assert "(first call)" in out and "(call 3)" in out, out
+
+
 def test_template_renderer_is_strict_and_does_not_expand_values():
     assert template.render("parts/feedback", feedback="{{feedback}}").count("{{feedback}}") == 1
     with pytest.raises(KeyError, match="missing values"):
