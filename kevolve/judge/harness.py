@@ -287,6 +287,8 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
         for attempt in (1, 2):                        # near the floor, or an outside-clock near miss: once more
             with clock("time"):
                 t = timed.time_config(worker, checker, cfg, i, options, wanted, baseline_ms=slowest)
+            if t.failure and attempt == 1 and noisy_bound(t.failure):
+                continue
             if t.failure:
                 return out, _failed(m, t.failure, t.checked_calls), reused, None
             kernel_ms = Stats.of(t.samples["kernel"]).median
@@ -337,6 +339,16 @@ def _settle() -> None:
     import torch
     if torch.cuda.is_initialized():
         torch.cuda.synchronize()
+
+
+def noisy_bound(failure: str) -> bool:
+    """An outside-clock bound that rests on two rounds' CPU or wall times agreeing (`judge.outside`, bounds 2 and
+    3): a busy machine can break it for an honest worker — on this project's 2-core machine, with a test run
+    beside it, an honest kernel's counted rounds burned 13 ms more main-thread CPU than its probe, 0.45 ms of
+    kernel calls among them. Such a violation is confirmed by timing the configuration once more before it is a
+    verdict (a worker that forges its times forges them again); the sum bound, a law for any honest worker on any
+    machine, and every check of outputs are never retried."""
+    return failure.startswith(("outside clock, under bound", "outside clock, over bound"))
 
 
 def _failed(m: Measurement, why: str, checked: int) -> Measurement:
@@ -397,9 +409,11 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
         if options.target == "cuda":
             checker.clock.gpu = _device_lock(info)
         for i in sorted(_timed_configs(configs, options)):
-            for attempt in (1, 2):                    # an outside-clock near miss: once more
+            for attempt in (1, 2):                    # an outside-clock near miss, or a noisy bound: once more
                 with checker.clock("time", configs[i].id):
                     t = timed.time_config(worker, checker, configs[i], i, options, (), other=True)
+                if t.failure and attempt == 1 and noisy_bound(t.failure):
+                    continue
                 if t.failure or not t.near:
                     break
             if t.failure:

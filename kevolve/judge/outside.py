@@ -15,8 +15,10 @@ them (input draws, poison, flushes, graphs of flushes, snapshots, exports, a tor
 is done as in a counted round (`Session.run_round(hollow=...)`). A party's share of a counted round, seen from
 outside, is the difference between a counted round (the median of them) and its probe.
 
-The bounds (a violation is a rejected verdict that names the bound; a miss that eats more than half its slack
-is *near*, and the configuration is timed again; a second near miss passes):
+The bounds (a violation is a rejected verdict that names the bound — of bounds 2 and 3, once a second timing of
+the configuration confirms it, since a busy machine can break them for an honest worker: `harness.noisy_bound`;
+a miss that eats more than half its slack is *near*, and the configuration is timed again; a second near miss
+passes):
 1. **sum** — in every round, probes and CUDA's uncounted first round included, the intervals the worker
    reports (all contenders, the empty graphs, the latency calls) fit in the round's wall time. Honest intervals
    are disjoint and lie inside it, so this holds for every honest worker on any machine, however loaded. A
