@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from kevolve.judge.build import build          # noqa: E402
 from kevolve.judge.options import Options      # noqa: E402
+from kevolve.judge.worker import NVTX_RANGE     # noqa: E402
 from kevolve.search import profile as ncu      # noqa: E402
 from kevolve.task import load_task             # noqa: E402
 
@@ -119,7 +120,7 @@ def child(task_ref: str, index: int, which: str) -> int:
     for _ in range(2):
         fn(*args)
     torch.cuda.synchronize()
-    torch.cuda.nvtx.range_push("kevolve")
+    torch.cuda.nvtx.range_push(NVTX_RANGE)          # the range `search.profile.argv` limits ncu to
     fn(*args)
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
@@ -169,6 +170,9 @@ def main() -> int:
         ap.error("give --kernel, --torch, or both")
     for name in ARGS.task:
         task = load_task(name)
+        first: dict[str, int] = {}              # one case per shape: its first initialisation and seed
+        for i, case in enumerate(task.configs(ARGS.shapes)):
+            first.setdefault(case.shape_id, i)
         for pattern in ARGS.kernel:
             path = Path(pattern.replace("{task}", name))
             if not path.exists():
@@ -177,17 +181,9 @@ def main() -> int:
             print(f"\n## {name} {path.name}" + ("" if b.ok else f": build failed: {b.error[:300]}"), flush=True)
             if not b.ok:
                 continue
-            first: dict[str, int] = {}          # one case per shape: its first initialisation and seed
-            for i, case in enumerate(task.configs(ARGS.shapes)):
-                first.setdefault(case.shape_id, i)
-            with ThreadPoolExecutor(ARGS.jobs) as pool:
-                results = [one(task, b.lib_path, i, tool) for i in first.values()]
-            table(header, results)
+            table(header, [one(task, b.lib_path, i, tool) for i in first.values()])   # one at a time (docstring)
         for which in ARGS.torch:
             print(f"\n## {name} torch {which}", flush=True)
-            first = {}
-            for i, case in enumerate(task.configs(ARGS.shapes)):
-                first.setdefault(case.shape_id, i)
             with ThreadPoolExecutor(ARGS.jobs) as pool:
                 table(header, list(pool.map(lambda i: one_torch(task, i, tool, which), first.values())))
     return 0

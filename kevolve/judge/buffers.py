@@ -14,6 +14,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from kevolve.judge import vmm
+
 if TYPE_CHECKING:
     import torch
 
@@ -98,7 +100,6 @@ def page_ended(elements: int, dtype, device: str, keep: list) -> "torch.Tensor":
     item = torch.empty(0, dtype=dtype).element_size()
     size = elements * item
     if device != "cpu":
-        from kevolve.judge import vmm
         return vmm.mapped(size, keep).view(dtype)     # raises OSError or RuntimeError where the driver refuses
     import ctypes
     import mmap
@@ -140,7 +141,7 @@ def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
             try:
                 flat = page_ended(GUARD + n + short, dtype, device, keep)
             except (OSError, RuntimeError) as e:        # a driver without virtual memory management: skewed
-                if device == "cpu" or type(e).__name__ == "OutOfMemoryError":   # no such excuse (a kernel that
+                if device == "cpu" or isinstance(e, vmm.OutOfMemoryError):    # no such excuse (a kernel that
                     raise                               # used up the memory in an earlier call must not earn skewed
                                                         # buffers; other judgements' memory: the search retries)
                 _NO_UNMAPPED_END.append(f"{type(e).__name__}: {e}")

@@ -239,9 +239,10 @@ class Session:
         from the decoys, and its later calls' outputs are poisoned again before they run
         (`QUEUED_AHEAD` in `tests/adversarial/test_cuda.py`). A graph's calls need none of this: a
         replay is one sample of all n calls together."""
-        decoy = (1 << 41) + int.from_bytes(os.urandom(5), "little")
+        decoy = self.w.task.make_inputs(self.cfg, self.w.device, (1 << 41) + int.from_bytes(os.urandom(5), "little"))
         for i in range(self.n):
-            self._fill_slot(i, decoy)
+            self._put(i, decoy)
+        del decoy
         samples = []
         for i in range(self.n):
             self._fill_slot(i, self.variants[i])
@@ -298,7 +299,11 @@ class Session:
                 self._fill_slot(i, v)
 
     def _fill_slot(self, i: int, variant: int) -> None:
-        for name, t in self.w.task.make_inputs(self.cfg, self.w.device, variant).items():
+        self._put(i, self.w.task.make_inputs(self.cfg, self.w.device, variant))
+
+    def _put(self, i: int, inputs: dict) -> None:
+        """Input set i's buffers get `inputs`' contents."""
+        for name, t in inputs.items():
             self.slots[i]["inputs"][name].copy_(t)
 
     def _fill_rest(self) -> None:
@@ -306,9 +311,8 @@ class Session:
         replay over every set reads valid inputs (a class label in range, an index within its tensor) before
         the first round fills them all."""
         filled = len(self.variants) or 1
-        for k, slot in enumerate(self.slots[filled:]):
-            for name, t in slot["inputs"].items():
-                t.copy_(self.slots[k % filled]["inputs"][name])
+        for k in range(len(self.slots) - filled):
+            self._put(filled + k, self.slots[k % filled]["inputs"])
 
     def _poison(self) -> None:
         """Outputs NaN, workspace random, guard zones re-armed with fresh bytes, before every round (in one
