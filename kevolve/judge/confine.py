@@ -16,8 +16,11 @@
   where other judgements' exchange folders are; TCP bind/connect denied (ABI >= 4); signals and abstract
   unix sockets scoped to its own domain (ABI >= 6). Landlock also stops a confined process from
   ptrace-accessing any process outside its domain: another worker (the spare included) and the evaluator
-  are out of reach through /proc (fds, memory, maps, environment). /proc itself stays readable: no PID
-  namespace is used, so a worker still sees every process's pid, stat, status and cmdline;
+  are out of reach through /proc (fds, memory, maps, environment);
+- a PID namespace of its own with its own /proc (`pidns`, set up before this process started; reported here):
+  the worker sees no process but itself and its namespace's init — not the evaluator, another worker or the
+  spare — and every process left in the namespace dies with the worker. Where the OS denies it, a worker
+  sees every process's pid, stat, status and cmdline, and still reaches none of them (Landlock, seccomp);
 - seccomp (x86-64): no socket but AF_UNIX, no connect, no ptrace / process_vm_* / pidfd / kcmp, no io_uring,
   no namespaces or mounts, no setsid/setpgid (children stay in the process group the evaluator kills), no
   timer_create (SIGEV_THREAD timers start threads), no bpf / perf / userfaultfd / keyrings / modules; kill,
@@ -55,6 +58,8 @@ import struct
 import sys
 from pathlib import Path
 
+from kevolve.judge import pidns
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
@@ -78,6 +83,9 @@ def confine(readable: list[str], writable: list[str], target: str, limits: dict 
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     report["no_new_privs"] = True
     report["capabilities"] = _drop_capabilities()
+    report["pid_namespace"] = os.environ.get(pidns.ENV) or "none: the worker was not started by pidns.py"
+    if report["pid_namespace"] != pidns.HOLDS:
+        report["missing"]["pid_namespace"] = report["pid_namespace"]
     for name, layer in (("landlock", lambda: _landlock(readable, writable)), ("seccomp", _seccomp)):
         try:
             report[name] = layer()

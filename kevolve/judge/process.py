@@ -69,16 +69,26 @@ class WorkerProcess:
             extra[var] = os.path.join(self.tmp, sub) if sub else self.tmp
         extra[LIMITS_ENV] = json.dumps(self.limits(options))
         with _LOCK:                                       # no orphan sweep sees it before it is known as ours
-            self.proc = subprocess.Popen([sys.executable, *self.command()], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([sys.executable, "-s", PIDNS, sys.executable, *self.command()],
+                                         stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(extra),
                                          start_new_session=True, cwd=self.tmp)
             _LIVE.add(self.proc.pid)
-        self.pgid = self.proc.pid                         # its own session and group, led by the worker
+        self.pgid = self.proc.pid                         # its own session and group, led by the relay (pidns)
+        self._pid: int | None = None
         self.stderr = collections.deque(maxlen=256)       # the tail only: a kernel may print without end
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)
+
+    @property
+    def pid(self) -> int:
+        """The worker's own pid as this process sees it (its CPU clocks, `outside`), once it has answered a call:
+        the relay's (`pidns.py`) where it became the worker, else its init's child that is PID 2 inside."""
+        if self._pid is None:
+            self._pid = _worker_in(self.proc.pid)
+        return self._pid
 
     @staticmethod
     def limits(options: Options) -> dict:
@@ -181,6 +191,37 @@ class WorkerProcess:
         if self.cpus is not None:
             self.cpus.release()
         return ended
+
+
+PIDNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pidns.py")   # started as a script: see there
+
+
+def _worker_in(relay: int) -> int:
+    """The worker's pid under `relay` (see `WorkerProcess.pid`); the relay's own where none is found."""
+    try:
+        if os.readlink(f"/proc/{relay}/ns/pid") == os.readlink(f"/proc/{relay}/ns/pid_for_children"):
+            return relay                                  # no namespace: the relay exec'd the worker
+    except OSError:
+        return relay
+    table = _processes()
+    for init, (_, parent, _) in table.items():
+        if parent == relay:
+            for pid, (_, p, _) in table.items():
+                if p == init and _inner_pid(pid) == 2:
+                    return pid
+    return relay
+
+
+def _inner_pid(pid: int) -> int | None:
+    """A process's pid in its innermost PID namespace (the last of /proc/PID/status's NSpid)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 PR_SET_CHILD_SUBREAPER = 36

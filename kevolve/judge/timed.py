@@ -79,7 +79,7 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
             uploaded = _call(worker, limit * max(1, n), "time_upload")
         checker.clock.add(uploaded.get("worker_s"))
     raw: dict[str, list] = collections.defaultdict(list)
-    cpu = outside.CpuClock(worker.proc.pid)
+    cpu = outside.CpuClock(worker.pid)
     counted: list[outside.Round] = []
 
     def run(hollow: tuple[str, ...], when: str) -> tuple[str | None, dict, outside.Round]:
@@ -135,7 +135,7 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
     shares = {party: sum(n * timing.median(samples[c]) + (timing.median(latency[c]) if latency.get(c) else 0.0)
                          for c in hollow) for party, hollow in parties.items()}
     bounds = {party: ("over",) if party == ALL else ("under",) for party in parties}
-    seen = outside.check(counted, probes, shares, bounds, outside.cores(worker.proc.pid))
+    seen = outside.check(counted, probes, shares, bounds, outside.cores(worker.pid))
     return Timed(samples, latency, setup["clock"], setup["notes"], checked, failure=seen.failure, near=seen.near,
                  outside=seen.checks)
 

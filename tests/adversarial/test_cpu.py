@@ -233,7 +233,9 @@ def test_confinement_stops_what_the_other_layers_miss(tiny, reuse):
     assert int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0 and int(got["kill_evaluator"]) < 0, got
     assert int(got["workers_reached"]) == 0, got
     from kevolve.judge import confine
-    if confine.landlock_abi() >= 1:                       # it found the spare (the pass is not vacuous) ...
+    if pidns_holds():                                     # in its own PID namespace it does not even see the spare
+        assert int(got["workers_seen"]) == 0, got
+    elif confine.landlock_abi() >= 1:                     # it found the spare (the pass is not vacuous) ...
         assert int(got["workers_seen"]) >= 1, got          # ... and could not reach it
     # sealed before the kernel loaded: no new process by fork, raw clone or exec; threads still start
     assert int(got["child"]) < 0 and int(got["raw_clone"]) < 0, got
@@ -305,10 +307,44 @@ def test_without_the_seal_a_kernels_child_dies_with_the_judgement(tiny, monkeypa
     assert int(got["setsid"]) < 0, got
     child = int(got["child"])
     assert child > 0, got
+    if pidns_holds():                                     # its pid is the namespace's: look for the namespace
+        assert not in_namespace(int(got["pidns"])), "the kernel's child outlived the judgement"
+        return
     deadline = time.monotonic() + 5
     while Path(f"/proc/{child}").exists() and _state(child) != "Z" and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(f"/proc/{child}").exists() or _state(child) == "Z", "the kernel's child outlived the judgement"
+
+
+def pidns_holds() -> bool:
+    """Whether workers start in a PID namespace with their own /proc on this machine (`judge.pidns`)."""
+    import subprocess
+    import sys
+    from kevolve.judge import pidns
+    from kevolve.judge.process import PIDNS
+    from kevolve.judge.sandbox import clean_env
+    said = subprocess.run([sys.executable, "-s", PIDNS, sys.executable, "-c",
+                           f"import os; print(os.environ[{pidns.ENV!r}], os.getpid(), len(os.listdir('/proc/1/task')))"],
+                          capture_output=True, text=True, env=clean_env(), timeout=60).stdout
+    return said.startswith(pidns.HOLDS + " 2 ")
+
+
+def in_namespace(inode: int, wait_s: float = 5.0) -> list[int]:
+    """The processes (other than zombies) still in the PID namespace `inode` after up to `wait_s` seconds."""
+    assert inode > 0
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = []
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    if os.readlink(f"/proc/{name}/ns/pid") == f"pid:[{inode}]" and _state(int(name)) != "Z":
+                        left.append(int(name))
+                except OSError:
+                    pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
 
 
 def _state(pid: int) -> str:
@@ -331,6 +367,9 @@ def test_confinement_is_reported(tiny):
     assert conf["no_new_privs"] and "rlimits" in conf
     assert conf["landlock"] or "landlock" in conf["missing"]
     assert conf["seccomp"] or "seccomp" in conf["missing"]
+    from kevolve.judge import pidns
+    assert conf["pid_namespace"] == pidns.HOLDS or "pid_namespace" in conf["missing"], conf
+    assert (conf["pid_namespace"] == pidns.HOLDS) == pidns_holds(), conf
 
 
 def test_death_at_teardown_is_reported():
@@ -338,12 +377,13 @@ def test_death_at_teardown_is_reported():
     from kevolve.judge.process import WorkerProcess
     w = WorkerProcess(FAST)
     w.call("set_exchange", 60, ipc=False)
-    os.kill(w.proc.pid, signal.SIGSEGV)
+    os.kill(w.pid, signal.SIGSEGV)
     w.proc.wait()
     assert "SIGSEGV" in (w.close() or "")
 
 
-def test_without_seccomp_a_kernels_child_dies_with_the_judgement(tiny, monkeypatch):
+@pytest.mark.parametrize("namespace", ["on", "off"])
+def test_without_seccomp_a_kernels_child_dies_with_the_judgement(tiny, monkeypatch, namespace):
     """Where seccomp is denied altogether (`noseccomp_worker.py`: neither filter installs; Landlock still holds),
     the kernel's child can setsid and so leave the worker's process group — and still does not outlive the
     judgement: the evaluator is its workers' child subreaper, adopts it when the worker dies, and kills and
@@ -353,6 +393,10 @@ def test_without_seccomp_a_kernels_child_dies_with_the_judgement(tiny, monkeypat
     from noseccomp_worker import NoSeccompWorker
     from kevolve.judge import harness
     monkeypatch.setattr(harness, "WorkerProcess", NoSeccompWorker)
+    if namespace == "off":                                # as where the OS denies the namespace: the mark sweeps
+        monkeypatch.setenv("KEVOLVE_PIDNS", "off")
+    elif not pidns_holds():
+        pytest.skip("this machine grants no PID namespace with its own /proc")
     source = (HERE / "cpu" / "confine_probe.cpp").read_text()
     built = builder.build(source.replace('#include "_libc.h"', (HERE / "cpu" / "_libc.h").read_text()), "cpu")
     assert built.ok, built.error
@@ -364,7 +408,10 @@ def test_without_seccomp_a_kernels_child_dies_with_the_judgement(tiny, monkeypat
         assert int(got["exec_errno"]) == 2, got            # ENOENT: nothing refused exec, no seal
         child = int(got["child"])
         assert child > 0 and int(got["setsid"]) == child, got   # it left the worker's group and session
-        assert not Path(f"/proc/{child}").exists(), f"the kernel's child outlived the judgement: {_state(child)}"
+        if namespace == "on":                             # the namespace's end killed it (its pid is the namespace's)
+            assert not in_namespace(int(got["pidns"]), 0), "the kernel's child outlived the judgement"
+        else:
+            assert not Path(f"/proc/{child}").exists(), f"the kernel's child outlived the judgement: {_state(child)}"
         assert all(b.poll() is None for b in bystanders), "an unrelated child of the evaluator was killed"
     finally:
         for b in bystanders:

@@ -319,6 +319,9 @@ def test_confinement_on_gpu(gpu_judge):
     assert ev.correct, ev.failure
     assert int(got["file"]) < 0 and int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0, got
     assert int(got["workers_reached"]) == 0, got
+    from test_cpu import pidns_holds
+    if pidns_holds():                                    # a CUDA worker in its own PID namespace sees no other
+        assert int(got["workers_seen"]) == 0 and int(got["pidns"]) > 0, got
     # sealed before the kernel loaded (confine.seal), as on the CPU: no new process by fork, raw clone or exec
     assert int(got["child"]) < 0 and int(got["raw_clone"]) < 0, got
     assert int(got["exec"]) < 0 and int(got["exec_errno"]) == 1, got    # EPERM, not ENOENT: exec itself refused

@@ -234,7 +234,7 @@ def test_worker_process_environment_holds_no_secret(monkeypatch):
     try:
         reply = worker.call("no_such_command", 120)     # the worker is up and answering
         assert "error" in reply
-        environ = Path(f"/proc/{worker.proc.pid}/environ").read_bytes()
+        environ = Path(f"/proc/{worker.pid}/environ").read_bytes()
     finally:
         worker.close()
     assert b"PYTHONPATH=" in environ                  # it is the worker's environment we read
@@ -407,7 +407,7 @@ def test_reuse_spare_worker_is_clean_and_replaced_after_a_crash(tiny, monkeypatc
         judge_source(tiny, "crash_segfault.cpp", FAST, reuse)
         spare = reuse._spare
         assert spare is not None and spare.proc.poll() is None        # started while the crash was judged
-        environ = Path(f"/proc/{spare.proc.pid}/environ").read_bytes()
+        environ = Path(f"/proc/{spare.pid}/environ").read_bytes()
         assert not any(v.encode() in environ for v in SECRETS.values())
         spare.kill()                                                  # a dead spare is replaced, not used
         ev = judge_source(tiny, "good_openmp.cpp", FAST, reuse)

@@ -2,7 +2,8 @@
 // call it tries everything the worker's confinement must stop, prints what happened, then computes correctly.
 // - create a file outside its private directory;   - open a TCP socket;
 // - write into the spare worker's stdin through /proc (the attack that once gave the next candidate a
-//   protocol error), and into the evaluator's fds;  - signal the evaluator;
+//   protocol error; in its own PID namespace it does not even see the spare), and into its parent's fds;
+//   - signal its parent (the evaluator; in a namespace, the namespace's init);
 // - fork a child that leaves the process group (setsid) and sleeps, to outlive the judgement; exec a program
 //   (a path that does not exist: ENOENT where exec is allowed, EPERM where the seal refuses it); clone a
 //   process through the raw syscall; and start a thread, which must still work (OpenMP needs threads).
@@ -48,13 +49,19 @@ extern "C" int forward(const float* x, const float* weight, const float* bias, f
             if (c < 0) continue;
             long n = ((rw_t)libc_fn("read"))(c, buf, sizeof buf - 1);
             for (long k = 0; k < n; ++k) if (!buf[k]) buf[k] = ' ';
-            if (!strstr(buf, "kevolve.judge.worker")) continue;
+            if (!strstr(buf, "kevolve.judge.worker") || p == 1) continue;   // a worker (not its namespace's init)
             ++spares;
             snprintf(cmd, sizeof cmd, "/proc/%d/fd/0", p);
             int w = op(cmd, 1);
             if (w >= 0 && wr(w, "{\"cmd\": \"exit\"}\n", 16) > 0) ++reached;
         }
         printf("PROBE workers_seen=%d workers_reached=%d\n", spares, reached);
+        char ns[64] = {0};                                  // its PID namespace, for the test to look for after
+        typedef long (*readlink_t)(const char*, char*, unsigned long);
+        long nl = ((readlink_t)libc_fn("readlink"))("/proc/self/ns/pid", ns, sizeof ns - 1);
+        unsigned long ino = 0;
+        for (long k = 0; k < nl; ++k) if (ns[k] >= '0' && ns[k] <= '9') ino = ino * 10 + (ns[k] - '0');
+        printf("PROBE pidns=%lu\n", ino);
         typedef int (*exec_t)(const char*, char* const*, char* const*);
         typedef long (*sys_t)(long, ...);
         typedef int (*pth_t)(void*, const void*, void* (*)(void*), void*);
