@@ -18,9 +18,11 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(RESULTS.parent.parent))          # `kevolve`, run from anywhere (best_kernels imports it)
 DEFAULT = [RESULTS / "seeds_plain.h200.txt", RESULTS / "seeds_table.h200.txt", RESULTS / "seeds_further.h200.txt"]
 
 

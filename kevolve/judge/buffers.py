@@ -1,8 +1,9 @@
 """The worker's guarded buffers: where a kernel's inputs, outputs and workspace live, how they are poisoned before
 every call, and how a write outside them is found.
 
-`allocate` puts every buffer between two guard zones (and, on edge calls, ends inputs and outputs against memory
-that faults — a PROT_NONE page, or unmapped device memory — their bases not vector-aligned); `poison_all` fills outputs with NaN and the workspace, integer
+`allocate` puts every buffer between two guard zones (and, on the correctness calls, ends inputs and outputs
+near or against memory that faults — a PROT_NONE page, or unmapped device memory — their bases 16-byte
+aligned on the first two calls, not on the third); `poison_all` fills outputs with NaN and the workspace, integer
 outputs and guard zones with fresh random bytes, for many buffer sets in a few device operations; `overruns` /
 `overruns_all` compare the guards bit for bit with what was written into them. Used by the worker's correctness
 calls and by the timing session (`judge.session`); all of it runs in the worker, where the kernel does.
@@ -23,6 +24,8 @@ GUARD = 4096                                # elements of guard before and after
 WORKSPACE_ALIGN = 16                        # bytes: the workspace's promised alignment, and its skew on edge calls
 EDGE_MISALIGN = 16                          # bytes: on edge calls no CPU input's base is a multiple of this (x86
                                             # and NEON aligned vector loads need 16, 32 or 64; scalars need none)
+VECTOR_ALIGN = 16                           # bytes: the first calls' page-ended bases are aligned so (a 16-byte
+                                            # vector path runs), their ends padded to it with 1 element to 16 bytes
 
 
 def random_bytes(n: int, device) -> "torch.Tensor":
@@ -115,9 +118,15 @@ def page_ended(elements: int, dtype, device: str, keep: list) -> "torch.Tensor":
     return whole[span - size:].view(dtype)
 
 
-def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
+def allocate(task, device: str, sizes: dict, edge: bool | str = False) -> dict:
     """Every buffer sits between two guard zones (`poison_all` fills them with fresh random bytes before
-    each call; `overruns` compares them bit for bit). With `edge` (the third correctness call's set): every
+    each call; `overruns` compares them bit for bit). With `edge="aligned"` (the first and second correctness
+    calls' set): every input and output starts `VECTOR_ALIGN`-aligned, so a kernel's 16-byte vector path runs, and
+    ends one element to 16 bytes before memory that faults (its end padded to the next 16-byte boundary, or by 16
+    bytes where it is on one), those bytes a guard zone: a write just past the end shows in the guards, and a
+    read or write past the 16-byte boundary after the end — a whole vector or line past the last row — faults,
+    on the aligned path the third call (below) never runs. With
+    `edge=True` (the third correctness call's set): every
     input and output instead ends against memory that faults when touched (`page_ended`: a PROT_NONE page on
     the CPU, unmapped device memory on the GPU), so reading past its end, or writing past it and putting the
     bytes back before the call returns (which guards, compared after the call, cannot see), is a crash verdict;
@@ -132,12 +141,16 @@ def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
     the page-ended memory alive as long as the buffer set."""
     import torch
     t, guards, keep = task, {}, []
+    aligned_edge = edge == "aligned"
 
     def mk(name: str, shape: tuple, dtype, role: str) -> "torch.Tensor":
         n = math.prod(shape)
         if edge and role in ("input", "output") and not _NO_UNMAPPED_END:
             item = torch.empty(0, dtype=dtype).element_size()
-            short = 1 if (n * item) % EDGE_MISALIGN == 0 and item < EDGE_MISALIGN else 0
+            if aligned_edge:                            # 1 element to 16 bytes of guard, then the fault: aligned base
+                short = (VECTOR_ALIGN - (n * item) % VECTOR_ALIGN) // item if item < VECTOR_ALIGN else 1
+            else:
+                short = 1 if (n * item) % EDGE_MISALIGN == 0 and item < EDGE_MISALIGN else 0
             try:
                 flat = page_ended(GUARD + n + short, dtype, device, keep)
             except (OSError, RuntimeError) as e:        # a driver without virtual memory management: skewed
@@ -150,7 +163,7 @@ def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
             else:
                 guards[name] = [flat[:GUARD]] + ([flat[GUARD + n:]] if short else [])
                 return flat[GUARD:GUARD + n].view(shape)
-        skew = (WORKSPACE_ALIGN if role == "workspace" else 1) if edge else 0
+        skew = (WORKSPACE_ALIGN if role == "workspace" else 1) if edge and not aligned_edge else 0
         flat = torch.empty(GUARD + skew + n + GUARD, dtype=dtype, device=device)
         guards[name] = [flat[:GUARD + skew], flat[GUARD + skew + n:]]
         return flat[GUARD + skew:GUARD + skew + n].view(shape)
@@ -159,7 +172,8 @@ def allocate(task, device: str, sizes: dict, edge: bool = False) -> dict:
             "outputs": {s.name: mk(s.name, t.shape(s, sizes), dt(s), "output") for s in t.outputs},
             "workspace": mk("workspace", (t.workspace(sizes),), torch.uint8, "workspace"), "guards": guards,
             "expected": {}, "mappings": keep,
-            "layout": ("edge, skewed: no unmapped end here" if _NO_UNMAPPED_END else "edge") if edge else "aligned"}
+            "layout": ("aligned" if _NO_UNMAPPED_END else "aligned, page-ended") if aligned_edge else
+                      ("edge, skewed: no unmapped end here" if _NO_UNMAPPED_END else "edge") if edge else "aligned"}
 
 
 def overruns(buf: dict) -> list[str]:

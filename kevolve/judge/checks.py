@@ -98,7 +98,7 @@ class Checker:
         pointers = None
         for k, new_buffers in self.CALLS:
             variant = self.references.salt + k
-            where, edge = f"call {k + 1}, {self._inputs(variant)}", EDGE_CALL if new_buffers else ""
+            where, edge = f"call {k + 1}, {self._inputs(variant)}", EDGE_CALL if new_buffers else FIRST_CALLS
             try:
                 with self.clock("check", f"{cfg.id} call {k + 1}"):
                     reply = worker.call("check", self.options.timeout, config=index, variant=variant,
@@ -222,6 +222,9 @@ class Checker:
 EDGE_CALL = (" (on the third call, whose inputs and outputs end against memory that faults when touched — reading "
              "past an end, or writing past it even to put the bytes back, faults — and start at addresses only "
              "element-aligned, as the contract promises)")
+FIRST_CALLS = (" (on the first two calls, whose inputs and outputs start 16-byte aligned and end at most 16 bytes "
+               "before memory that faults when touched — a vector or a line read past the 16-byte boundary after "
+               "an end faults)")
 _CALLS = {0: "first call", 1: "second call, same buffers, new inputs", 2: "third call, new buffers"}
 
 

@@ -164,6 +164,12 @@ RUNTIME = [
      r"(?s)^B=3,N=1001/random/s0: crash: .*SIGSEGV.*\(call 3, inputs \d+ of salt \d+\) \(on the third call"),
     ("puts-back-past-output-end", kernel(after="volatile float* q = out + B * N; float v = q[1]; q[1] = 0.f; q[1] = v;"),
      r"(?s)^B=2,N=4096/random/s0: crash: .*SIGSEGV.*\(call 3, inputs \d+ of salt \d+\) \(on the third call"),
+    # on the first two calls every input and output starts 16-byte aligned and ends 1 element to 16 bytes before a
+    # PROT_NONE page: an aligned fast path that loads a whole 64-byte block past the end of its last row faults
+    # there (accepted before: the third call, the only one against a page, is never 16-byte aligned)
+    ("aligned-path-reads-a-block-past-the-end", kernel(
+        after="if (((uintptr_t)x & 15) == 0) { volatile float t = x[B * N + 15]; (void)t; }"),
+     r"(?s)^B=2,N=4096/random/s0: crash: .*SIGSEGV.*\(call 1, inputs \d+ of salt \d+\) \(on the first two calls"),
     ("assumes-aligned-base", "#include <immintrin.h>\n" + kernel(
         before="for (int64_t i = 0; i + 8 <= B * N; i += 8) _mm256_store_ps(out + i, _mm256_set1_ps((float)i));"),
      r"crash: .*SIGSEGV"),

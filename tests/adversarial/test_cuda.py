@@ -262,6 +262,13 @@ RUNTIME = [
                                      "float v = *(const volatile float*)(p + 3); if (v == 1234.5f) o[0] = v; }",
                                      before="peek<<<1, 1, 0, stream>>>(x + B * N, out);"),
      r"(?s)^B=2,N=4096/random/s0: crash: .*illegal memory access.*third call"),
+    # the first two calls' bases are 16-byte aligned, their ends 1 element to 16 bytes before unmapped memory: an
+    # aligned path that reads a 64-byte block past the end faults there (the third call is never 16-byte aligned)
+    ("aligned-path-reads-a-block-past-the-end",
+     hostile("__global__ void peek(const float* p, float* o) { "
+             "float v = *(const volatile float*)(p + 3); if (v == 1234.5f) o[0] = v; }",
+             before="if (((uintptr_t)x & 15) == 0) peek<<<1, 1, 0, stream>>>(x + B * N + 12, out);"),
+     r"(?s)^B=2,N=4096/random/s0: crash: .*illegal memory access.*\(call 1, .*first two calls"),
     ("puts-back-past-output-end", hostile("__global__ void scribble(float* p) { volatile float* q = p; "
                                           "float v = q[1]; q[1] = 0.f; __threadfence(); q[1] = v; }",
                                           launch=LAUNCH + "\n    scribble<<<1, 1, 0, stream>>>(out + B * N);"),

@@ -295,6 +295,26 @@ def test_outputs_travel_by_cuda_ipc_here(layernorm):
         worker.close()
 
 
+def test_first_calls_buffers_start_aligned_and_end_near_unmapped_device_memory(layernorm):
+    """The first two calls' inputs and outputs (`buffers.allocate(edge="aligned")`) start 16-byte aligned and end one
+    element to 16 bytes before the end of their mapping (the next granule is unmapped), those bytes a guard zone;
+    they work as tensors and poison and check as the others."""
+    from kevolve.judge import buffers, vmm
+    for cfg in layernorm.configs("small")[:4]:
+        buf = buffers.allocate(layernorm, "cuda", cfg.size_dict, edge="aligned")
+        assert buf["layout"] == "aligned, page-ended", buf["layout"]
+        for t in list(buf["inputs"].values()) + list(buf["outputs"].values()):
+            size = t.numel() * t.element_size()
+            assert vmm.owns(t) and t.data_ptr() % 16 == 0
+            assert vmm.region(t)[1] == t.data_ptr() + (size // 16 + 1) * 16, (cfg.id, hex(t.data_ptr()), vmm.region(t))
+            t.fill_(1.5)
+            assert float(t.sum()) == 1.5 * t.numel()
+        buffers.poison_all([buf])
+        assert buffers.overruns(buf) == []
+        del buf
+    torch.cuda.synchronize()
+
+
 def test_edge_buffers_end_against_unmapped_device_memory(layernorm):
     """The third call's inputs and outputs (`buffers.allocate(edge=True)`) each end where mapped device memory ends
     (`judge.vmm`: the next byte lies in a reserved, unmapped granule), start only element-aligned, work as tensors,

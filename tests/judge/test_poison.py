@@ -70,6 +70,30 @@ def test_edge_buffers_on_the_cpu_end_against_a_page_that_faults():
         assert B.overruns(buf) == []
 
 
+def test_first_calls_buffers_on_the_cpu_start_aligned_and_end_near_a_page_that_faults():
+    """The first two calls' inputs and outputs (`allocate(edge="aligned")`) start 16-byte aligned (a kernel's vector
+    path runs) and end one element to 16 bytes before a PROT_NONE page, those bytes a guard zone: a write just past
+    the end shows in the guards, a read of a vector past the 16-byte boundary after the end faults."""
+    import mmap
+    task = load_task("layernorm_fwd")
+    for cfg in task.configs("small")[:4]:
+        buf = B.allocate(task, "cpu", cfg.size_dict, edge="aligned")
+        assert buf["layout"] == "aligned, page-ended"
+        for name, t in {**buf["inputs"], **buf["outputs"]}.items():
+            size = t.numel() * t.element_size()
+            page = t.data_ptr() + (size // 16 + 1) * 16
+            assert t.data_ptr() % 16 == 0 and page % mmap.PAGESIZE == 0, (cfg.id, name)
+            assert _protection(page).startswith("---") and _protection(page - 1).startswith("rw"), (cfg.id, name)
+            gap = buf["guards"][name][1]
+            assert gap.numel() * gap.element_size() == page - t.data_ptr() - size >= t.element_size(), (cfg.id, name)
+        B.poison_all([buf])
+        assert B.overruns(buf) == []
+        name = next(iter(buf["outputs"]))                                # a write just past the end: an overrun
+        bits = buf["guards"][name][1].view(-1).view(torch.uint8)
+        bits[0] = bits[0] ^ 1
+        assert B.overruns(buf) == [f"{name} (past its end)"]
+
+
 def test_on_the_cpu_an_edge_buffer_that_cannot_be_mapped_fails_the_call(monkeypatch):
     """The GPU falls back to skewed buffers where the driver refuses page-ended ones; the CPU never does (a kernel
     that used up the address space in an earlier call must not earn buffers that let it write past an end)."""
