@@ -12,8 +12,8 @@ Run as a script (standard library only, no `kevolve` import: it starts for every
   sees only the processes of its namespace: itself and the init; not the evaluator, not another worker, not the
   spare), starts the worker, reaps whatever gets orphaned inside, and when the worker ends it tells the relay how
   (a pipe) and exits — and the kernel kills every process left in the namespace with it: a child a kernel left
-  behind cannot outlive its judgement, whatever it did to leave the process group. It dies with the relay
-  (parent-death signal);
+  behind cannot outlive its judgement, whatever it did to leave the process group. It dies with the relay,
+  and the relay with the evaluator (parent-death signals), so a worker never outlives its evaluator;
 - the *worker* (PID 2), the program given, with stdin, stdout and stderr inherited: the evaluator's pipes.
 
 Why not make the worker PID 1 itself (`unshare --pid --fork`): the init of a namespace ignores every signal
@@ -34,6 +34,7 @@ import struct
 import sys
 
 ENV = "KEVOLVE_PIDNS"
+PARENT_ENV = "KEVOLVE_PIDNS_PARENT"            # the evaluator's pid, which the relay checks after asking to die with it
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 1 << 18
 PR_SET_PDEATHSIG = 1
@@ -116,6 +117,10 @@ def _end_as(status: int) -> None:
 def main(argv: list[str]) -> None:
     if not argv:
         sys.exit("usage: pidns.py PROGRAM [ARG ...]")
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)   # dies with the evaluator, and so its init and worker
+    parent = os.environ.pop(PARENT_ENV, None)
+    if parent and os.getppid() != int(parent):
+        os._exit(1)                                           # the evaluator died before the line above
     why = "turned off (KEVOLVE_PIDNS=off)" if os.environ.get(ENV) == "off" else _unshare()
     if why is not None:
         os.environ[ENV] = f"none: {why}"

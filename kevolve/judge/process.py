@@ -34,7 +34,7 @@ from kevolve import ROOT
 from kevolve.judge import build as builder
 from kevolve.judge.confine import LIMITS_ENV
 from kevolve.judge.options import Options
-from kevolve.judge import cpus
+from kevolve.judge import cpus, pidns
 from kevolve.judge.sandbox import clean_env
 
 
@@ -68,6 +68,7 @@ class WorkerProcess:
                          ("TRITON_CACHE_DIR", "triton"), ("CUDA_CACHE_PATH", "nv"), ("XDG_CACHE_HOME", "cache")):
             extra[var] = os.path.join(self.tmp, sub) if sub else self.tmp
         extra[LIMITS_ENV] = json.dumps(self.limits(options))
+        extra[pidns.PARENT_ENV] = str(os.getpid())            # the relay dies with this process (`pidns.py`)
         with _LOCK:                                       # no orphan sweep sees it before it is known as ours
             self.proc = subprocess.Popen([sys.executable, "-s", PIDNS, sys.executable, *self.command()],
                                          stdin=subprocess.PIPE,

@@ -125,3 +125,37 @@ def test_worker_process_reports_the_workers_own_pid():
     while os.path.exists(f"/proc/{w.pid}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{w.pid}")
+
+
+def test_a_worker_dies_with_its_evaluator():
+    """An evaluator killed outright (SIGKILL: no `close`, no process-group kill) takes its worker with it, even one
+    busy in a call (so not ended by its stdin's end): the relay dies with the evaluator, the init with the relay,
+    and the namespace with the init (parent-death signals)."""
+    code = ("import time\n"                     # a worker busy in a call (a hung kernel), not reading its stdin
+            "from kevolve.judge.options import Options\n"
+            "from kevolve.judge.process import WorkerProcess\n"
+            "class Busy(WorkerProcess):\n"
+            "    def command(self): return ['-c', 'import time; time.sleep(120)']\n"
+            "w = Busy(Options()); time.sleep(1.5)\n"
+            "print(w.pid, w.proc.pid, flush=True); time.sleep(120)\n")
+    evaluator = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        worker, relay = (int(p) for p in evaluator.stdout.readline().split())
+        assert os.path.exists(f"/proc/{worker}") and os.path.exists(f"/proc/{relay}")
+    finally:
+        evaluator.kill()
+        evaluator.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in (worker, relay)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(worker) and not _alive(relay), "the worker outlived its evaluator"
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is no zombie (a dead child of init not reaped yet is no longer running)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
