@@ -89,7 +89,7 @@ class WorkerProcess:
         the relay's (`pidns.py`) where it became the worker, else its init's child that is PID 2 inside."""
         if self._pid is None:
             self._pid = _worker_in(self.proc.pid)
-        return self._pid
+        return self._pid or self.proc.pid                 # not found (yet): asked again next time
 
     @staticmethod
     def limits(options: Options) -> dict:
@@ -197,8 +197,9 @@ class WorkerProcess:
 PIDNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pidns.py")   # started as a script: see there
 
 
-def _worker_in(relay: int) -> int:
-    """The worker's pid under `relay` (see `WorkerProcess.pid`); the relay's own where none is found."""
+def _worker_in(relay: int) -> int | None:
+    """The worker's pid under `relay` (see `WorkerProcess.pid`): the relay's own where it exec'd the worker (no
+    namespace, or the relay is gone); None where the namespace's worker is not found (not started yet)."""
     try:
         if os.readlink(f"/proc/{relay}/ns/pid") == os.readlink(f"/proc/{relay}/ns/pid_for_children"):
             return relay                                  # no namespace: the relay exec'd the worker
@@ -210,7 +211,7 @@ def _worker_in(relay: int) -> int:
             for pid, (_, p, _) in table.items():
                 if p == init and _inner_pid(pid) == 2:
                     return pid
-    return relay
+    return None
 
 
 def _inner_pid(pid: int) -> int | None:
