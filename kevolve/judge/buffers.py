@@ -22,10 +22,9 @@ if TYPE_CHECKING:
 
 GUARD = 4096                                # elements of guard before and after every buffer
 WORKSPACE_ALIGN = 16                        # bytes: the workspace's promised alignment, and its skew on edge calls
-EDGE_MISALIGN = 16                          # bytes: on edge calls no CPU input's base is a multiple of this (x86
-                                            # and NEON aligned vector loads need 16, 32 or 64; scalars need none)
-VECTOR_ALIGN = 16                           # bytes: the first calls' page-ended bases are aligned so (a 16-byte
-                                            # vector path runs), their ends padded to it with 1 element to 16 bytes
+VECTOR_ALIGN = 16                           # bytes: x86 and NEON aligned vector loads need 16, 32 or 64, scalars
+                                            # none. The first calls' page-ended bases are multiples of it (a vector
+                                            # path runs), the third call's never are
 
 
 def random_bytes(n: int, device) -> "torch.Tensor":
@@ -97,7 +96,7 @@ _NO_UNMAPPED_END: list[str] = []        # why page-ended device buffers failed h
 def page_ended(elements: int, dtype, device: str, keep: list) -> "torch.Tensor":
     """A tensor of `elements` on `device` whose last byte is followed by memory that faults when touched: a
     PROT_NONE page on the CPU, an unmapped granule of device memory on the GPU (`judge.vmm`). Its base is the end
-    minus its bytes (`allocate` picks `elements` so that a buffer inside it is never `EDGE_MISALIGN`-aligned).
+    minus its bytes (`allocate` picks `elements` to place a buffer's base inside it).
     What keeps the memory mapped is appended to `keep`."""
     import torch
     item = torch.empty(0, dtype=dtype).element_size()
@@ -118,7 +117,12 @@ def page_ended(elements: int, dtype, device: str, keep: list) -> "torch.Tensor":
     return whole[span - size:].view(dtype)
 
 
-def allocate(task, device: str, sizes: dict, edge: bool | str = False) -> dict:
+# allocate's `edge` -> the layout a verdict names: (where buffers cannot end against unmapped memory, where they do)
+LAYOUTS = {"": ("aligned", "aligned"), "aligned": ("aligned", "aligned, page-ended"),
+           "misaligned": ("edge, skewed: no unmapped end here", "edge")}
+
+
+def allocate(task, device: str, sizes: dict, edge: str = "") -> dict:
     """Every buffer sits between two guard zones (`poison_all` fills them with fresh random bytes before
     each call; `overruns` compares them bit for bit). With `edge="aligned"` (the first and second correctness
     calls' set): every input and output starts `VECTOR_ALIGN`-aligned, so a kernel's 16-byte vector path runs, and
@@ -126,13 +130,13 @@ def allocate(task, device: str, sizes: dict, edge: bool | str = False) -> dict:
     bytes where it is on one), those bytes a guard zone: a write just past the end shows in the guards, and a
     read or write past the 16-byte boundary after the end — a whole vector or line past the last row — faults,
     on the aligned path the third call (below) never runs. With
-    `edge=True` (the third correctness call's set): every
+    `edge="misaligned"` (the third correctness call's set): every
     input and output instead ends against memory that faults when touched (`page_ended`: a PROT_NONE page on
     the CPU, unmapped device memory on the GPU), so reading past its end, or writing past it and putting the
     bytes back before the call returns (which guards, compared after the call, cannot see), is a crash verdict;
-    and its base is never `EDGE_MISALIGN`-aligned (only element alignment is promised, so a kernel that
+    and its base is never `VECTOR_ALIGN`-aligned (only element alignment is promised, so a kernel that
     assumes a vector-aligned base from the shape faults too): where the end would leave it aligned (its size a
-    multiple of `EDGE_MISALIGN` bytes), it ends one element short instead, that element a guard zone (its base
+    multiple of `VECTOR_ALIGN` bytes), it ends one element short instead, that element a guard zone (its base
     then one element short of an aligned address; touching two past its end faults). The guard before it
     stays. Only on the GPU, where the driver may refuse such mappings, are they skewed instead (guards on both
     sides, the layout says so); on the CPU a failed mapping fails the call. The workspace starts
@@ -140,17 +144,18 @@ def allocate(task, device: str, sizes: dict, edge: bool | str = False) -> dict:
     alignment, enough for any scalar or 16-byte vector a kernel keeps there), with both guards. `mappings` keeps
     the page-ended memory alive as long as the buffer set."""
     import torch
+    if edge not in LAYOUTS:
+        raise ValueError(f"allocate: edge={edge!r}, not one of {sorted(LAYOUTS)}")
     t, guards, keep = task, {}, []
-    aligned_edge = edge == "aligned"
 
     def mk(name: str, shape: tuple, dtype, role: str) -> "torch.Tensor":
         n = math.prod(shape)
         if edge and role in ("input", "output") and not _NO_UNMAPPED_END:
             item = torch.empty(0, dtype=dtype).element_size()
-            if aligned_edge:                            # 1 element to 16 bytes of guard, then the fault: aligned base
+            if edge == "aligned":                       # 1 element to 16 bytes of guard, then the fault: aligned base
                 short = (VECTOR_ALIGN - (n * item) % VECTOR_ALIGN) // item if item < VECTOR_ALIGN else 1
             else:
-                short = 1 if (n * item) % EDGE_MISALIGN == 0 and item < EDGE_MISALIGN else 0
+                short = 1 if (n * item) % VECTOR_ALIGN == 0 and item < VECTOR_ALIGN else 0
             try:
                 flat = page_ended(GUARD + n + short, dtype, device, keep)
             except (OSError, RuntimeError) as e:        # a driver without virtual memory management: skewed
@@ -163,7 +168,7 @@ def allocate(task, device: str, sizes: dict, edge: bool | str = False) -> dict:
             else:
                 guards[name] = [flat[:GUARD]] + ([flat[GUARD + n:]] if short else [])
                 return flat[GUARD:GUARD + n].view(shape)
-        skew = (WORKSPACE_ALIGN if role == "workspace" else 1) if edge and not aligned_edge else 0
+        skew = (WORKSPACE_ALIGN if role == "workspace" else 1) if edge == "misaligned" else 0
         flat = torch.empty(GUARD + skew + n + GUARD, dtype=dtype, device=device)
         guards[name] = [flat[:GUARD + skew], flat[GUARD + skew + n:]]
         return flat[GUARD + skew:GUARD + skew + n].view(shape)
@@ -172,8 +177,7 @@ def allocate(task, device: str, sizes: dict, edge: bool | str = False) -> dict:
             "outputs": {s.name: mk(s.name, t.shape(s, sizes), dt(s), "output") for s in t.outputs},
             "workspace": mk("workspace", (t.workspace(sizes),), torch.uint8, "workspace"), "guards": guards,
             "expected": {}, "mappings": keep,
-            "layout": ("aligned" if _NO_UNMAPPED_END else "aligned, page-ended") if aligned_edge else
-                      ("edge, skewed: no unmapped end here" if _NO_UNMAPPED_END else "edge") if edge else "aligned"}
+            "layout": LAYOUTS[edge][0 if _NO_UNMAPPED_END else 1]}
 
 
 def overruns(buf: dict) -> list[str]:

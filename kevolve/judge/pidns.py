@@ -83,10 +83,7 @@ def _init(argv: list[str], report) -> None:
             os._exit(127)
     _let_go_of_the_pipes()
     while True:                                           # reap the orphans of the namespace until the worker ends
-        try:
-            pid, status = os.wait()
-        except InterruptedError:
-            continue
+        pid, status = os.wait()                           # (retried on EINTR by Python itself, PEP 475)
         if pid == worker:
             os.write(report, struct.pack("<i", status))
             os._exit(0)                                   # and the kernel kills everything left in the namespace
@@ -137,12 +134,7 @@ def main(argv: list[str]) -> None:
     _let_go_of_the_pipes()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_IGN)                # the group's signals reach the worker, which decides
-    while True:
-        try:
-            _, init_status = os.waitpid(init, 0)
-            break
-        except InterruptedError:
-            continue
+    _, init_status = os.waitpid(init, 0)
     got = os.read(read, 4)
     _end_as(struct.unpack("<i", got)[0] if len(got) == 4 else init_status)
 

@@ -138,8 +138,8 @@ class Worker:
             self.buffers.clear()                    # an earlier configuration's buffers are done with
         sets = self.buffers.setdefault(config, [])
         if new_buffers or not sets:                 # earlier sets stay alive: the new one has new addresses;
-            sets.append(self._allocate(sizes, edge=True if sets else "aligned"))   # both end near or at a page's
-                                                    # edge; the second's bases are only element-aligned
+            sets.append(self._allocate(sizes, edge="misaligned" if sets else "aligned"))   # both end near or
+                                                    # at a page's edge; the second's bases only element-aligned
         buf = sets[-1]
         self.copies = []                            # the last call's exported copies (`_export`) are read by now
         fresh = task.make_inputs(cfg, self.device, variant)
@@ -286,7 +286,7 @@ class Worker:
         self._configs = self.task.configs(shapes)
         return {"n": len(self._configs)}
 
-    def _allocate(self, sizes: dict, edge: bool | str = False) -> dict:
+    def _allocate(self, sizes: dict, edge: str = "") -> dict:
         """One guarded buffer set for this task on this device (`judge.buffers.allocate`)."""
         return allocate(self.task, self.device, sizes, edge)
 

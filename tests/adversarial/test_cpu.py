@@ -156,7 +156,7 @@ RUNTIME = [
     ("writes-before-start", kernel(after="out[-1] = __builtin_nanf(\"\");"), r"wrote outside out \(before its start\)"),
     ("workspace-overrun", kernel(after="((unsigned char*)workspace)[workspace_bytes] = 0xFF;"),
      r"wrote outside workspace"),
-    # on the third call every input and output ends against a PROT_NONE page (`buffers.allocate(edge=True)`): a read
+    # on the third call every input and output ends against a PROT_NONE page (`buffers.allocate(edge="misaligned")`): a read
     # past an input's end, or a write past an output's end put back before the call returns (the guards, compared
     # after the call, see nothing), faults. An element past a buffer whose size is a multiple of 16 bytes is a guard
     # (its base is never 16-byte aligned), so x[B * N] faults first on N=1001, q[1] on the first configuration.

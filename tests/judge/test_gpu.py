@@ -316,12 +316,12 @@ def test_first_calls_buffers_start_aligned_and_end_near_unmapped_device_memory(l
 
 
 def test_edge_buffers_end_against_unmapped_device_memory(layernorm):
-    """The third call's inputs and outputs (`buffers.allocate(edge=True)`) each end where mapped device memory ends
+    """The third call's inputs and outputs (`buffers.allocate(edge="misaligned")`) each end where mapped device memory ends
     (`judge.vmm`: the next byte lies in a reserved, unmapped granule), start only element-aligned, work as tensors,
     and are exported as copies (CUDA IPC cannot share them); the workspace stays skewed between guards."""
     from kevolve.judge import buffers, vmm
     cfg = layernorm.configs("small")[0]
-    buf = buffers.allocate(layernorm, "cuda", cfg.size_dict, edge=True)
+    buf = buffers.allocate(layernorm, "cuda", cfg.size_dict, edge="misaligned")
     assert buf["layout"] == "edge", buf["layout"]
     for t in list(buf["inputs"].values()) + list(buf["outputs"].values()):
         assert vmm.owns(t) and t.data_ptr() % 16 != 0

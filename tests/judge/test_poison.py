@@ -11,7 +11,7 @@ def buffers(n: int, config: int = 0) -> tuple[W.Worker, list[dict]]:
     w = W.Worker()
     w.task, w.device, w.target = load_task("layernorm_fwd"), "cpu", "cpu"
     sizes = w.task.configs("small")[config].size_dict
-    return w, [w._allocate(sizes, edge=i == 1) for i in range(n)]
+    return w, [w._allocate(sizes, edge="misaligned" if i == 1 else "") for i in range(n)]
 
 
 def test_outputs_nan_and_workspace_fresh_random_bytes_every_time():
@@ -52,19 +52,19 @@ def _protection(address: int) -> str:
 
 
 def test_edge_buffers_on_the_cpu_end_against_a_page_that_faults():
-    """The third call's inputs and outputs (`allocate(edge=True)`) on the CPU each end where a PROT_NONE page begins,
+    """The third call's inputs and outputs (`allocate(edge="misaligned")`) on the CPU each end where a PROT_NONE page begins,
     or, where the size is a multiple of 16 bytes, one element (a guard) short of it; no base is 16-byte aligned.
     So a read past an input's end, or a write past an output's end put back before the call returns, faults."""
     import mmap
     task = load_task("layernorm_fwd")
     for cfg in task.configs("small")[:4]:
-        buf = B.allocate(task, "cpu", cfg.size_dict, edge=True)
+        buf = B.allocate(task, "cpu", cfg.size_dict, edge="misaligned")
         assert buf["layout"] == "edge" and set(buf["outputs"]) == {s.name for s in task.outputs}
         for name, t in {**buf["inputs"], **buf["outputs"]}.items():
             item = t.element_size()
             end = t.data_ptr() + t.numel() * item
             page = end if end % mmap.PAGESIZE == 0 else end + item      # the guard element, then the page
-            assert page % mmap.PAGESIZE == 0 and t.data_ptr() % B.EDGE_MISALIGN != 0, (cfg.id, name)
+            assert page % mmap.PAGESIZE == 0 and t.data_ptr() % B.VECTOR_ALIGN != 0, (cfg.id, name)
             assert _protection(page).startswith("---") and _protection(end - 1).startswith("rw"), (cfg.id, name)
         B.poison_all([buf])
         assert B.overruns(buf) == []
@@ -105,6 +105,6 @@ def test_on_the_cpu_an_edge_buffer_that_cannot_be_mapped_fails_the_call(monkeypa
     monkeypatch.setattr(B, "_NO_UNMAPPED_END", [])                          # what a fallback would set
     task = load_task("layernorm_fwd")
     with pytest.raises(OSError, match="Cannot allocate memory"):
-        B.allocate(task, "cpu", task.configs("small")[0].size_dict, edge=True)
+        B.allocate(task, "cpu", task.configs("small")[0].size_dict, edge="misaligned")
     assert B._NO_UNMAPPED_END == []
     assert B.allocate(task, "cpu", task.configs("small")[0].size_dict)["layout"] == "aligned"
