@@ -28,9 +28,12 @@ passes):
    on CUDA) is at least the CPU time its calls burned: the main thread's difference (counted − probe), since
    one thread cannot burn more CPU than the wall time that passes, or the whole process's difference divided
    by the cores the worker may run on, whichever is larger. Both are laws for an honest worker, and
-   preemption by other processes only lengthens the wall; the slack is half the probe's CPU time: the noise of
-   the work both rounds share (contention on a shared machine moved it by a third between two rounds). A worker that shrinks its kernel's times below what its calls
-   demonstrably burned is rejected.
+   preemption by other processes only lengthens the wall. The probe's CPU is the larger of the party's own
+   probe and the probe without any call (both leave its calls out: two samples of the shared work, so one
+   that ran light does not charge the difference to the kernel); the slack is half of it: the noise of the
+   work both rounds share (contention on a shared machine moved it by a third between two rounds; the CPU
+   flush is single-threaded, `timing.CpuClock`, since a thread pool's barrier spins made it far noisier). A
+   worker that shrinks its kernel's times below what its calls demonstrably burned is rejected.
 3. **over** (all contenders together: the kernel, the baselines; in a paired comparison both kernels) — their
    reported shares together are at most the wall difference between the counted rounds and the probe without
    any call, plus half the longer of the two (on a loaded
@@ -183,13 +186,14 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
     made, near = [], None
     for party, probe in probes.items():
         share = shares[party]
-        if "under" in bounds[party] and cpu is not None and probe.cpu_ms is not None:
-            burned = cpu - probe.cpu_ms                         # bound 2: the wall share is at least the CPU its
+        base_cpu, base_main = _without(probe, probes.values(), "cpu_ms"), _without(probe, probes.values(), "main_ms")
+        if "under" in bounds[party] and cpu is not None and base_cpu is not None:
+            burned = cpu - base_cpu                             # bound 2: the wall share is at least the CPU its
             floor = burned / n_cores                            # calls burned on the one thread that makes them,
-            noise = probe.cpu_ms / n_cores                      # and at least all they burned over the cores; the
-            on_main = main - probe.main_ms if main is not None and probe.main_ms is not None else None
+            noise = base_cpu / n_cores                          # and at least all they burned over the cores; the
+            on_main = main - base_main if main is not None and base_main is not None else None
             if on_main is not None and on_main > floor:         # noise is the shared work's: the probe's CPU
-                floor, noise = on_main, probe.main_ms
+                floor, noise = on_main, base_main
             slack = CPU_NOISE * noise + SLACK_MS
             made.append((party, "under", share, floor, slack))
             if floor > share + slack:
@@ -213,6 +217,14 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
             if share > ceiling + NEAR * slack:
                 near = near or f"{party}: over bound, {share:.2f} ms reported against {ceiling:.2f} ms"
     return Verdict(near=near, checks=tuple(made))
+
+
+def _without(probe: Round, probes, field: str) -> float | None:
+    """A party's CPU time (`field`) of a round without its calls: the most any probe that leaves them out burned
+    — its own, and the probe without any call — since each is one sample of the shared work, and one that ran
+    light would charge the difference to the party (bound 2 is the honest worker's to lose on noise)."""
+    values = [getattr(p, field) for p in probes if set(probe.hollow) <= set(p.hollow)]
+    return max(values) if values and None not in values else None
 
 
 def _median(values: list[float]) -> float:

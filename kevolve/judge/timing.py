@@ -142,11 +142,17 @@ def capture_stream():
 
 
 class CpuClock:
+    """Wall time of one call after the last-level cache is flushed. The flush is numpy's fill, on the calling
+    thread alone: torch's `fill_` splits it over its intra-op threads, and on a loaded machine the main thread
+    then spins at the pool's barrier for a preempted helper — up to 17 ms of main-thread CPU for a 2 ms flush
+    on this project's 2-core machine, against 2.2 ms at most for numpy's — noise that the outside clock's
+    under bound (`judge.outside`) would charge to the kernel."""
+
     def __init__(self):
-        self.flush = flush_buffer("cpu")
+        self.flush = flush_buffer("cpu").numpy()
 
     def wall(self, call: Callable[[], None]) -> float:
-        self.flush.fill_(1.0)
+        self.flush.fill(1.0)
         t0 = time.perf_counter()
         call()
         return (time.perf_counter() - t0) * 1e3

@@ -122,6 +122,59 @@ def test_under_bound_uses_the_cpu_the_calls_burned():
     assert blind.failure is None and blind.checks == ()                        # no CPU clock: the bound is skipped
 
 
+def test_under_bound_takes_the_heavier_of_the_probes_that_leave_the_kernel_out():
+    """A probe that ran light (the shared work's noise) does not charge the difference to the kernel: the probe
+    without any call is a second sample of the work without its calls; a probe that keeps its calls is not."""
+    counted = [rnd(500, 400, 300)]
+    light = rnd(400, 240, 140, hollow=("kernel",))                             # 160 ms of main-thread CPU gone
+    under = {"the kernel": ("under",), "all contenders": ("over",)}
+    shares = {"the kernel": 60.0, "all contenders": 110.0}
+    alone = outside.check(counted, {"the kernel": light}, {"the kernel": 60.0}, {"the kernel": ("under",)}, 2)
+    assert alone.failure and alone.failure.startswith("outside clock, under bound:")
+    heavy = rnd(420, 330, 230, hollow=("kernel", "eager"))                    # the other sample: 70 ms gone
+    both = outside.check(counted, {"the kernel": light, "all contenders": heavy}, shares, under, 2)
+    assert both.failure is None and both.checks[0][:4] == ("the kernel", "under", 60.0, 70.0)
+    other = rnd(420, 330, 230, hollow=("other",))                             # keeps the kernel's calls: no sample
+    mixed = outside.check(counted, {"the kernel": light, "the other kernel": other},
+                          {"the kernel": 60.0, "the other kernel": 70.0},
+                          {"the kernel": ("under",), "the other kernel": ("under",)}, 2)
+    assert mixed.failure and "for the kernel" in mixed.failure
+
+
+def test_the_cpu_flush_runs_on_the_calling_thread_alone():
+    """The CPU clock's cache flush is the calling thread's work, whatever torch's thread pool: a pool's barrier
+    spins put up to 17 ms of main-thread CPU on a 2 ms flush on a loaded machine (`timing.CpuClock`)."""
+    import os
+    import threading
+    import time
+
+    import torch
+
+    from kevolve.judge import timing
+
+    def others_ms() -> float:                   # CPU of this process's threads but the calling one
+        me, total = threading.get_native_id(), 0.0
+        for tid in os.listdir("/proc/self/task"):
+            if int(tid) != me:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0]) / 1e6
+        return total
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)                     # a pool that would share a parallel fill
+    try:
+        clock = timing.CpuClock()
+        torch.ones(1 << 22).add_(1.0)            # the pool exists (and has stopped spinning) before the count
+        time.sleep(0.5)
+        before = others_ms()
+        for _ in range(5):
+            clock.wall(lambda: None)
+        assert others_ms() - before < 1.0
+    finally:
+        torch.set_num_threads(threads)
+    assert clock.flush.nbytes >= 2 << 20 and (clock.flush == 1.0).all()
+
+
 def test_over_bound_uses_the_wall_difference():
     counted = [rnd(1000, 0, 0), rnd(1040, 0, 0), rnd(980, 0, 0)]               # median 1000 ms
     probe = {"baselines": rnd(600, 0, 0, hollow=("eager",))}                   # 400 ms of calls gone
