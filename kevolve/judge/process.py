@@ -236,7 +236,10 @@ def _subreaper() -> bool:
     """Makes this process (the evaluator: the CLI, a Ray actor) its workers' child subreaper, once for its life:
     a process left behind by a worker's lineage — a kernel's child that left the worker's process group,
     possible where seccomp is missing — becomes this process's child when its parent dies, instead of init's,
-    so `_end_orphans` can find it, kill it and reap it. Not inherited by this process's other children."""
+    so `_end_orphans` can find it, kill it and reap it. Not inherited by this process's other children. It also
+    adopts the orphans of every other process tree this process started (a search driver run as its subprocess,
+    killed: that driver's Ray actors become its children, and outlived it by over 30 s in a test run:
+    `tests/conftest.py`, `orphans_go_to_init`), and leaves them as they are, zombies once they end.
     global _SUBREAPER
     if _SUBREAPER is None:
         import ctypes

@@ -343,18 +343,41 @@ class Session:
 
 
 MAX_ROUNDS = 10          # rounds per configuration at most: each checks every call against its own reference
+VERIFY_BYTES = {True: 32 << 30, False: 2 << 30}   # CUDA, CPU: the checked calls' inputs and outputs over a
+                         # configuration's counted rounds, each set verified against its own float64 reference
 
 
-def plan_rounds(reps: int, calls: int, cuda: bool, budget_s: float | None, baseline_ms: float | None) -> int:
+def plan_rounds(reps: int, calls: int, cuda: bool, budget_s: float | None, baseline_ms: float | None,
+                set_bytes: int = 0) -> int:
     """Rounds to time, fixed before the first timed call: `reps` calls per contender, fewer when `reps`
     calls of the slowest baseline (its warm-up time, or the evaluator's record of it) would take longer than
-    `budget_s`, and fewer where memory allows only a few calls per round (`calls_per_round`: the largest
-    configurations) — at most `MAX_ROUNDS`; at least 3 rounds on CUDA (a graph round is one sample), 1 on
-    the CPU."""
+    `budget_s`, fewer where memory allows only a few calls per round (`calls_per_round`: the largest
+    configurations), and fewer where the evaluator's verification of them would pass `VERIFY_BYTES` (a call's
+    inputs and outputs, `set_bytes`, each drawn again, computed in float64 and compared: on layernorm_bwd's
+    bench set 10 rounds of its four 4M-element-row configurations were most of a judgement) — at most
+    `MAX_ROUNDS`; at least 3 rounds on CUDA (a graph round is one sample), 1 on the CPU. Depends on the
+    configuration and the baselines only, never on the kernel."""
     want = reps
     if budget_s and baseline_ms:
         want = min(reps, max(1, int(budget_s * 1e3 / baseline_ms)))
-    return max(3 if cuda else 1, min(MAX_ROUNDS, math.ceil(want / calls)))
+    most = MAX_ROUNDS
+    if set_bytes > 0:
+        most = min(most, VERIFY_BYTES[cuda] // (set_bytes * calls))
+    return max(3 if cuda else 1, min(most, math.ceil(want / calls)))
+
+
+def set_bytes(task, sizes: dict, specs=None) -> int:
+    """One call's inputs and outputs (or `specs`): what the evaluator draws, computes in float64 and compares
+    for every checked call."""
+    import torch
+    return sum(math.prod(task.shape(s, sizes)) * torch.empty(0, dtype=getattr(torch, s.dtype)).element_size()
+               for s in (task.inputs + task.outputs if specs is None else specs))
+
+
+def call_bytes(task, sizes: dict, abi: str) -> int:
+    """One call's buffers: its inputs, outputs, workspace, and the torch ABI's results until the round's copy."""
+    return set_bytes(task, sizes) + set_bytes(task, sizes, task.outputs if abi == "torch" else ()) \
+        + task.workspace(sizes)
 
 
 def calls_per_round(calls: int, reps: int, per_call_bytes: int, cuda: bool) -> int:

@@ -23,7 +23,7 @@ import collections
 import secrets
 from dataclasses import dataclass, field
 
-from kevolve.judge import exchange, outside, timing
+from kevolve.judge import exchange, outside, session, timing
 from kevolve.judge.checks import Checker
 from kevolve.judge.options import Options
 from kevolve.judge.process import WorkerDied, WorkerProcess
@@ -72,6 +72,10 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
                       other=other, kernel=kernel)
     checker.clock.add(setup.get("worker_s"))
     n, inputs, cuda = setup["calls"], setup["inputs"], options.target == "cuda"
+    forged = _plan_forged(setup, checker.task, cfg, options, baseline_ms, (1 + other) if kernel else 0)
+    if forged:
+        worker.call("time_end", 120)
+        return Timed(clock=setup.get("clock", {}), notes=setup.get("notes", {}), failure=forged)
     checked = len(setup["outputs"])
     why = _verify(checker, cfg, setup, [seed + i for i in range(setup["warm"])], n, "warm-up", other)
     if not why and cuda:                # the graphs' first replays (they upload), untimed: no round is thrown away
@@ -138,6 +142,28 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
     seen = outside.check(counted, probes, shares, bounds, outside.cores(worker.pid))
     return Timed(samples, latency, setup["clock"], setup["notes"], checked, failure=seen.failure, near=seen.near,
                  outside=seen.checks)
+
+
+def _plan_forged(setup: dict, task, cfg: Case, options: Options, baseline_ms: float | None,
+                 checked: int) -> str | None:
+    """The worker's timing plan checked against the evaluator's own: the calls per round and their input sets are
+    what `session.calls_per_round` gives, and the rounds lie between the fewest and the most `session.plan_rounds`
+    allows (exactly its count where the evaluator gave the baselines' time: the worker's own warm-up time
+    decides it otherwise). A kernel that rewrote the plan in the worker's memory — no rounds, so no timed call
+    at all, or fewer calls to check — is refused, not obeyed."""
+    cuda = options.target == "cuda"
+    sizes = cfg.size_dict
+    n = session.calls_per_round(options.calls, options.reps,
+                                session.call_bytes(task, sizes, options.abi) * max(1, checked), cuda)
+    verify = session.set_bytes(task, sizes)
+    most = session.plan_rounds(options.reps, n, cuda, None, None, verify)
+    fewest = session.plan_rounds(options.reps, n, cuda, options.budget_s, baseline_ms, verify) if baseline_ms \
+        else session.plan_rounds(1, n, cuda, None, None, verify)
+    calls, inputs, rounds = (setup.get(k) for k in ("calls", "inputs", "rounds"))
+    if calls != n or inputs != n + cuda or not isinstance(rounds, int) or not fewest <= rounds <= most:
+        return (f"the worker's timing plan ({calls} calls a round on {inputs} input sets, {rounds} rounds) is not "
+                f"the evaluator's ({n} calls on {n + cuda} sets, {fewest}-{most} rounds) — rewritten in the worker")
+    return None
 
 
 def _parties(clock: dict, other: bool) -> dict[str, tuple[str, ...]]:

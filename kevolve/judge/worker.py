@@ -192,7 +192,7 @@ class Worker:
         CUDA graphs captured. Replies with the rounds to run (fixed now), the clock per contender and the
         warm-up's outputs to check. `kernel=False`: the baselines alone, before any kernel is loaded (the
         harness times them so, where no code of a candidate has run)."""
-        from kevolve.judge.session import WARMUP_SETS, Session, calls_per_round, plan_rounds
+        from kevolve.judge.session import WARMUP_SETS, Session, call_bytes, calls_per_round, plan_rounds, set_bytes
         self._end_session()
         t0 = time.perf_counter()
         notes = self.prepare(config, baselines)["notes"] if baselines else {}
@@ -207,7 +207,8 @@ class Worker:
         if kernel and self.kernel is None:
             raise RuntimeError("time_setup: no kernel is loaded (`load` first, or kernel=False for the baselines)")
         checked = {"kernel": self.kernel, **({"other": self.other} if other else {})} if kernel else {}
-        n = calls_per_round(calls, reps, self._call_bytes(sizes) * max(1, len(checked)), self.target == "cuda")
+        n = calls_per_round(calls, reps, call_bytes(self.task, sizes, self.abi) * max(1, len(checked)),
+                            self.target == "cuda")
         t0 = time.perf_counter()
         session = Session(self, config, checked, fns, n)
         allocated = time.perf_counter() - t0
@@ -217,7 +218,7 @@ class Worker:
         gc.disable()                                # out of its reach, and it is off until the session ends (a full
                                                     # pass over torch's objects costs 0.1-0.3 s of the main thread,
                                                     # which the outside clock would charge to the kernel)
-        rounds = plan_rounds(reps, n, self.target == "cuda", budget_s, baseline_ms or slowest)
+        rounds = plan_rounds(reps, n, self.target == "cuda", budget_s, baseline_ms or slowest, set_bytes(self.task, sizes))
         clock = {name: session.kind.get(name, "wall") for name in session.calls}
         seconds = {f"setup {k}": v for k, v in {"baselines": prepared, "allocate": allocated, **session.seconds}.items()}
         return {**warm, "rounds": rounds, "calls": n, "inputs": len(session.slots), "warm": len(warm["input_handles"]),
@@ -248,13 +249,6 @@ class Worker:
         if self.target == "cuda":
             import torch
             torch.cuda.empty_cache()
-
-    def _call_bytes(self, sizes: dict) -> int:
-        import torch
-        t = self.task
-        size = lambda s: math.prod(t.shape(s, sizes)) * torch.empty(0, dtype=getattr(torch, s.dtype)).element_size()  # noqa: E731
-        held = t.outputs if self.abi == "torch" else ()     # the torch ABI's results live until the round's copy
-        return sum(size(s) for s in t.inputs + t.outputs + held) + t.workspace(sizes)
 
     # ------------------------------------------------------------------ helpers
     def ipc_probe(self) -> dict:

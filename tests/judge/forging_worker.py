@@ -3,7 +3,8 @@
 It stands in for a kernel that rewrote the worker's timing results in memory (`tests/adversarial/test_inprocess.py`
 reaches the worker's Python for real), in every session after the kernel loaded:
 `python tests/judge/forging_worker.py SPEC`, where SPEC is `contender=factor,...` (`kernel=0.1,eager=3`;
-`kernel=shift` moves 90% of the kernel's time onto the other contenders, keeping each round's total), then the
+`kernel=shift` moves 90% of the kernel's time onto the other contenders, keeping each round's total; `rounds=0`,
+`calls=1` rewrite the timing plan `time_setup` replies with), then the
 real worker's protocol loop. `ForgingWorker` is the evaluator-side handle that starts it, for a test to put in
 place of `WorkerProcess` (`monkeypatch.setattr(harness, "WorkerProcess", ForgingWorker.of(SPEC))`).
 
@@ -62,6 +63,16 @@ def main() -> None:
                 forge(reply["times"], spec)   # (`harness._time_baselines`) ran no code a kernel could reach
             return reply
     session.Session = ForgingSession          # worker.time_setup imports it from there, at call time
+    plan = {k: int(v) for k, v in spec.items() if k in ("rounds", "calls")}
+    if plan:
+        setup = worker.Worker.time_setup
+
+        def forged_setup(self, *args, **kwargs):
+            reply = setup(self, *args, **kwargs)
+            if self.kernel is not None:       # the timing plan rewritten once a kernel is loaded
+                reply.update(plan)
+            return reply
+        worker.Worker.time_setup = forged_setup
     worker.main()
 
 

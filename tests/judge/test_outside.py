@@ -68,6 +68,16 @@ def test_forged_times_are_rejected_naming_the_bound(heavy, monkeypatch, spec, sa
     assert ev.speedup is None and ev.fitness == 0.0
 
 
+@pytest.mark.parametrize("spec", ["rounds=0", "rounds=1000", "calls=1"])
+def test_a_forged_timing_plan_is_refused(heavy, monkeypatch, spec):
+    """The rounds and calls a worker says it will time are the evaluator's to decide: a plan rewritten in the
+    worker (no rounds at all: no timed call to check) is a rejection at stage timing, not obeyed."""
+    forging(monkeypatch, spec)
+    ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)
+    assert not ev.correct and ev.stage == "timing", (ev.stage, ev.failure)
+    assert "the worker's timing plan" in ev.failure and "rewritten in the worker" in ev.failure, ev.failure
+
+
 def test_a_paired_comparison_refutes_a_forged_kernel(heavy, monkeypatch):
     """In `harness.compare` each kernel is the other's baseline: kernel a shrinking its own times is refuted."""
     forging(monkeypatch, "kernel=0.1")

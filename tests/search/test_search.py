@@ -232,7 +232,7 @@ def test_whole_search_through_the_hydra_app(tmp_path):
 
 # ---------------------------------------------------------------------- 2. resume after SIGKILL
 @pytest.mark.slow
-def test_resume_after_sigkill_judges_nothing_twice(tmp_path):
+def test_resume_after_sigkill_judges_nothing_twice(tmp_path, orphans_go_to_init):
     run_dir = tmp_path / "run"
     log = open(tmp_path / "first.log", "w")
     budget = 8
