@@ -239,7 +239,7 @@ def _subreaper() -> bool:
     so `_end_orphans` can find it, kill it and reap it. Not inherited by this process's other children. It also
     adopts the orphans of every other process tree this process started (a search driver run as its subprocess,
     killed: that driver's Ray actors become its children, and outlived it by over 30 s in a test run:
-    `tests/conftest.py`, `orphans_go_to_init`), and leaves them as they are, zombies once they end.
+    `tests/conftest.py`, `orphans_go_to_init`), and leaves them as they are, zombies once they end."""
     global _SUBREAPER
     if _SUBREAPER is None:
         import ctypes
