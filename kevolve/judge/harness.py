@@ -345,9 +345,10 @@ def noisy_bound(failure: str) -> bool:
     """An outside-clock bound that rests on two rounds' CPU or wall times agreeing (`judge.outside`, bounds 2 and
     3): a busy machine can break it for an honest worker — on this project's 2-core machine, with a test run
     beside it, an honest kernel's counted rounds burned 13 ms more main-thread CPU than its probe, 0.45 ms of
-    kernel calls among them (most of it torch's pool spinning in the cache flush, single-threaded since). Such a violation is confirmed by timing the configuration once more before it is a
-    verdict (a worker that forges its times forges them again); the sum bound, a law for any honest worker on any
-    machine, and every check of outputs are never retried."""
+    kernel calls among them (most of it torch's pool spinning in the cache flush, single-threaded since). Such a
+    violation is confirmed by timing the configuration once more before it is a verdict (a worker that forges its
+    times forges them again); the sum bound, a law for any honest worker on any machine, and every check of
+    outputs are never retried."""
     return failure.startswith(("outside clock, under bound", "outside clock, over bound"))
 
 

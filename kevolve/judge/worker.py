@@ -218,7 +218,8 @@ class Worker:
         gc.disable()                                # out of its reach, and it is off until the session ends (a full
                                                     # pass over torch's objects costs 0.1-0.3 s of the main thread,
                                                     # which the outside clock would charge to the kernel)
-        rounds = plan_rounds(reps, n, self.target == "cuda", budget_s, baseline_ms or slowest, set_bytes(self.task, sizes))
+        rounds = plan_rounds(reps, n, self.target == "cuda", budget_s, baseline_ms or slowest,
+                             set_bytes(self.task, sizes))
         clock = {name: session.kind.get(name, "wall") for name in session.calls}
         seconds = {f"setup {k}": v for k, v in {"baselines": prepared, "allocate": allocated, **session.seconds}.items()}
         return {**warm, "rounds": rounds, "calls": n, "inputs": len(session.slots), "warm": len(warm["input_handles"]),
