@@ -5,9 +5,8 @@ timed call of the kernel, the synced latency call on CUDA included), with and wi
 
     python experiments/verify_bytes.py [--target cuda] [--shapes bench] [TASK ...]   (default: the six tasks)
 
-The plan is the judge's own (`session.calls_per_round`, `session.plan_rounds`, `session.set_bytes`,
-`session.call_bytes`), with the options' defaults (10 calls a round, reps 100) and no time budget: the most
-rounds a configuration can get. One initialisation per shape is timed (a search's `time_inits=first`).
+The plan is the judge's own (`session.calls_for`, `session.plan_rounds`, `session.set_bytes`), with the options'
+defaults (10 calls a round, reps 100) and no time budget: the most rounds a configuration can get. One initialisation per shape is timed (a search's `time_inits=first`).
 Computes from the task files only; times nothing and needs no GPU.
 """
 from __future__ import annotations
@@ -25,7 +24,7 @@ SIX = ["layernorm_fwd", "layernorm_bwd", "rmsnorm_fwd", "rmsnorm_bwd", "cross_en
 def plan(task, shapes: str, cuda: bool, capped: bool) -> list[tuple[str, float, int, int, float]]:
     """(shape, a call's inputs and outputs in GB, calls a round, rounds, GB verified) per timed shape."""
     from kevolve.judge.options import Options
-    from kevolve.judge.session import call_bytes, calls_per_round, plan_rounds, set_bytes
+    from kevolve.judge.session import calls_for, plan_rounds, set_bytes
     o = Options()
     out, seen = [], set()
     for cfg in task.configs(shapes):
@@ -34,7 +33,7 @@ def plan(task, shapes: str, cuda: bool, capped: bool) -> list[tuple[str, float, 
         seen.add(cfg.shape_id)
         sizes = cfg.size_dict
         one = set_bytes(task, sizes)
-        n = calls_per_round(o.calls, o.reps, call_bytes(task, sizes, o.abi), cuda)
+        n = calls_for(task, sizes, o.abi, o.calls, o.reps, cuda, 1)
         rounds = plan_rounds(o.reps, n, cuda, None, None, one if capped else 0)
         out.append((cfg.shape_id, one / 1e9, n, rounds, rounds * (n + cuda) * one / 1e9))
     return out

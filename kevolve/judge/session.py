@@ -380,6 +380,12 @@ def call_bytes(task, sizes: dict, abi: str) -> int:
         + task.workspace(sizes)
 
 
+def calls_for(task, sizes: dict, abi: str, calls: int, reps: int, cuda: bool, checked: int) -> int:
+    """The calls a round of `checked` kernels' session makes (`calls_per_round` on its buffers): what the worker
+    plans (`Worker.time_setup`) and the evaluator checks the worker's plan against (`timed._plan_forged`)."""
+    return calls_per_round(calls, reps, call_bytes(task, sizes, abi) * max(1, checked), cuda)
+
+
 def calls_per_round(calls: int, reps: int, per_call_bytes: int, cuda: bool) -> int:
     """Calls per round (each with its own buffers): `calls`, fewer when their buffers would pass 16 GiB on
     CUDA or 1 GiB on the CPU, never more than `reps` on the CPU."""

@@ -147,14 +147,13 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
 def _plan_forged(setup: dict, task, cfg: Case, options: Options, baseline_ms: float | None,
                  checked: int) -> str | None:
     """The worker's timing plan checked against the evaluator's own: the calls per round and their input sets are
-    what `session.calls_per_round` gives, and the rounds lie between the fewest and the most `session.plan_rounds`
+    what `session.calls_for` gives, and the rounds lie between the fewest and the most `session.plan_rounds`
     allows (exactly its count where the evaluator gave the baselines' time: the worker's own warm-up time
     decides it otherwise). A kernel that rewrote the plan in the worker's memory — no rounds, so no timed call
     at all, or fewer calls to check — is refused, not obeyed."""
     cuda = options.target == "cuda"
     sizes = cfg.size_dict
-    n = session.calls_per_round(options.calls, options.reps,
-                                session.call_bytes(task, sizes, options.abi) * max(1, checked), cuda)
+    n = session.calls_for(task, sizes, options.abi, options.calls, options.reps, cuda, checked)
     verify = session.set_bytes(task, sizes)
     most = session.plan_rounds(options.reps, n, cuda, None, None, verify)
     fewest = session.plan_rounds(options.reps, n, cuda, options.budget_s, baseline_ms, verify) if baseline_ms \

@@ -20,7 +20,6 @@ from __future__ import annotations
 import gc
 import importlib.util
 import json
-import math
 import os
 import sys
 import time
@@ -192,7 +191,7 @@ class Worker:
         CUDA graphs captured. Replies with the rounds to run (fixed now), the clock per contender and the
         warm-up's outputs to check. `kernel=False`: the baselines alone, before any kernel is loaded (the
         harness times them so, where no code of a candidate has run)."""
-        from kevolve.judge.session import WARMUP_SETS, Session, call_bytes, calls_per_round, plan_rounds, set_bytes
+        from kevolve.judge.session import WARMUP_SETS, Session, calls_for, plan_rounds, set_bytes
         self._end_session()
         t0 = time.perf_counter()
         notes = self.prepare(config, baselines)["notes"] if baselines else {}
@@ -207,8 +206,7 @@ class Worker:
         if kernel and self.kernel is None:
             raise RuntimeError("time_setup: no kernel is loaded (`load` first, or kernel=False for the baselines)")
         checked = {"kernel": self.kernel, **({"other": self.other} if other else {})} if kernel else {}
-        n = calls_per_round(calls, reps, call_bytes(self.task, sizes, self.abi) * max(1, len(checked)),
-                            self.target == "cuda")
+        n = calls_for(self.task, sizes, self.abi, calls, reps, self.target == "cuda", len(checked))
         t0 = time.perf_counter()
         session = Session(self, config, checked, fns, n)
         allocated = time.perf_counter() - t0
