@@ -423,7 +423,8 @@ def _asm_problems(toks: list, i: int, prev, stack: list[str], target: str) -> li
     if target == "cpu":
         return [("inline-assembly", t.line, REASONS["inline-assembly"])]
     out = []
-    statement = bool(stack) and stack[-1] == "code" and (prev is None or prev.text in (";", "{", "}", ":", "else", "do"))
+    statement = bool(stack) and stack[-1] == "code" and (prev is None or prev.text in (";", "{", "}", ":", "else", "do")
+                                                          or _after_statement_header(toks, i - 1))
     if not statement:
         out.append(("symbol-alias", t.line, "asm outside a statement (an asm label after a declaration, or file-"
                                             "scope asm) binds names to symbols or emits sections"))
@@ -438,6 +439,24 @@ def _asm_problems(toks: list, i: int, prev, stack: list[str], target: str) -> li
     if L2_PRIORITY_TEXT.search(joined):
         out.append(("l2-priority", t.line, VOCABULARY["l2-priority"][0]))
     return out
+
+
+def _after_statement_header(toks: list, j: int) -> bool:
+    """Whether toks[j] is the `)` that closes an `if`, `while`, `for` or `switch` header: asm right after it is
+    the statement that header governs (`while (!done) asm volatile(...);`), not an asm label of a declarator
+    (`int f(void) asm("name");`, whose `(` follows a name)."""
+    if j < 0 or toks[j].text != ")":
+        return False
+    depth = 0
+    while j >= 0:
+        if toks[j].text == ")":
+            depth += 1
+        elif toks[j].text == "(":
+            depth -= 1
+            if depth == 0:
+                return j > 0 and toks[j - 1].text in ("if", "while", "for", "switch")
+        j -= 1
+    return False
 
 
 def _extern_c_problems(toks: list, i: int) -> list[tuple[str, int, str]]:

@@ -83,6 +83,12 @@ CASES = [
     ("__asm__(\"nop\");", "cpu", "c", "inline-assembly"),
     ("__device__ int lane() { int lane; asm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(lane)); return lane; }",
      "cuda", "c", None),                                                           # inline PTX is fine
+    # asm as the statement an if/while/for governs is code; after a declarator's `)` it is an asm label
+    ("__device__ void spin(unsigned* d) { while (!*d) asm volatile(\"nanosleep.u32 20;\"); }", "cuda", "c", None),
+    ("__device__ void f(int n, int c) { for (int i = 0; i < n; ++i) asm volatile(\"nop;\"); "
+     "if (c) asm volatile(\"nop;\"); else asm volatile(\"nop;\"); }", "cuda", "c", None),
+    ("__device__ void g() { int run(const char*) asm(\"system\"); run(\"true\"); }", "cuda", "c", "symbol-alias"),
+    ("__device__ void g(int c) { for (;;) int (*run)(const char*) asm(\"system\"); }", "cuda", "c", "symbol-alias"),
     # L2 eviction priority: lines kept ahead of the flush (experiments/l2_flush_probe.py)
     ("__device__ float ld(const float* p) { float v; asm volatile(\"{ .reg .b64 q; createpolicy.fractional."
      "L2::evict_last.b64 q, 1.0; ld.global.L2::cache_hint.f32 %0, [%1], q; }\" : \"=f\"(v) : \"l\"(p)); return v; }",
