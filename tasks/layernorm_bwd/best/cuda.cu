@@ -1,26 +1,33 @@
-// LayerNorm backward, CUDA seed (fast): grad_out and x are read from DRAM once where a row fits in
-// registers, and grad_weight / grad_bias come from per-block column partials, never atomics. Two paths,
-// chosen by N at run time:
-//  rows  (N <= 16 * ROW_THREADS): a persistent grid of G blocks (at most ROW_GROUPS, and no more than the
-//        GPU holds at once: cudaOccupancyMaxActiveBlocksPerMultiprocessor); a block of T threads holds
-//        one row of x and grad_out in registers (VPT float4 or 4 * VPT scalars per thread each), takes
-//        rows b = blockIdx.x, + G, ...: pass 1 the mean, pass 2 sum (x - mean)^2, sum gw and sum gw * (x -
-//        mean) (gw = grad_out * weight; double sums, weight re-read through L1), then grad_x; the next
-//        row's loads are issued before this row is reduced (VPT <= PREFETCH_VPT). Each thread
-//        keeps the grad_weight / grad_bias sums of its own columns in registers across its rows and writes
-//        them once, as block partials; col_reduce adds the G partials per column (double). Two launches
-//        (one when G == 1).
+// LayerNorm backward, CUDA seed (pipe): the fast seed, plus a rows path fed by Hopper bulk copies. Three paths,
+// chosen at run time:
+//  pipe  (N <= PIPE_MAXN, N % 4 == 0, the [B, N] pointers and weight 16-byte aligned, B >= PIPE_MINB; sm_90
+//        only: under the CPU emulator, rows instead): a persistent grid of G blocks (as many as the GPU holds
+//        at once, at most 256), each taking groups of R consecutive rows g = blockIdx.x, + G, ...; a group's x
+//        and grad_out are one contiguous stretch each, brought into shared memory by two cp.async.bulk copies
+//        on an mbarrier, PIPE_STAGES groups in flight per block, so DRAM always has the next rows' loads while
+//        this group is reduced (the fast seed's rows path holds a row in registers and has one row in flight
+//        per block: 49% of DRAM bandwidth on 8192x4096, under Nsight Compute). Short rows (N <= 32 * 4 *
+//        WARP_VPT): a warp per row, R = warps per block, warp shuffles only; longer: the block per row, R =
+//        1. Per row from shared memory: the mean (double), then sum (x - mean)^2, sum gw, sum gw * (x - mean)
+//        (double), then grad_x stored from registers; each thread keeps the grad_weight / grad_bias sums of
+//        its columns (and its weight) in registers across its rows; at the end the warps' sums are added in
+//        shared memory and written as block partials; col_reduce adds the G partials per column. Two launches.
+//  rows  (N <= 16 * ROW_THREADS otherwise): the fast seed's: a block holds one row of x and grad_out in
+//        registers, takes rows b = blockIdx.x, + G, ...; the next row's loads issued before this row is
+//        reduced (VPT <= PREFETCH_VPT); block partials, col_reduce.
 //  split (longer rows): tile_sums: per (row, tile) sums of d = x - x[row, 0], d * d, gw, gw * d (double);
-//        split_grad: grid (column chunks, the last first: tile_sums, tiles outermost, read them last and
-//        they are still in L2; row groups), weight in registers; each block merges the tile sums of its
-//        rows itself (a warp per row) and walks its rows, writing grad_x and summing grad_weight /
-//        grad_bias in registers: straight to the outputs when there is one row group, else partials and
-//        col_reduce. Two or three launches; x and grad_out are read twice.
+//        split_grad: grid (column chunks, the last first: still in L2; row groups), each block merges the
+//        tile sums of its rows itself and walks them, writing grad_x and summing grad_weight / grad_bias in
+//        registers; then col_reduce when there is more than one row group. x and grad_out are read twice.
 // Loads are float4 when N % 4 == 0 and every [B, N] pointer and weight are 16-byte aligned (the harness
-// gives some calls element alignment only), else scalar; tile_sums reads float4 between a scalar head and
-// tail when x and grad_out share their alignment. Every workspace word read was written in this call.
+// gives some calls element alignment only), else scalar. Every workspace word read was written in this call.
 #include <cstdint>
 #include <cuda_runtime.h>
+#if defined(__CUDACC__)
+#define LN_PIPE 1
+#else
+#define LN_PIPE 0
+#endif
 
 constexpr int ROW_THREADS = 256;        // knob: 256, 512
 constexpr int64_t ROW_GROUPS = 256;     // knob: 256, 512
@@ -30,6 +37,11 @@ constexpr int SPLIT_VPT = 2;            // knob: 1, 2, 4
 constexpr int64_t GRAD_BLOCKS = 1024;   // knob: 1024, 2048
 constexpr int PREFETCH_VPT = 2;        // knob: 0, 2
 constexpr int64_t MIN_TILE = 2048;      // a tile_sums block sums at least this many elements
+constexpr int PIPE_THREADS = 256;       // knob: 128, 256, 512
+constexpr int PIPE_STAGES = 3;          // knob: 2, 3, 4
+constexpr int WARP_VPT = 8;             // knob: 4, 8
+constexpr int64_t PIPE_MAXN = 8192;     // knob: 0, 4096, 8192
+constexpr int64_t PIPE_MINB = 256;      // knob: 64, 256, 1024
 
 struct Sums { double s1, s2, s3, s4; };   // sum d, d*d, gw, gw*d over a tile, d = x - x[row, 0]
 
@@ -318,6 +330,200 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_grad(const float* __restr
     }
 }
 
+#if LN_PIPE
+// ------------------------------------------------------------------ pipe path (sm_90 bulk copies)
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void bar_init(uint64_t* bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// Thread 0 arms the stage's barrier for `bytes` and starts the copies; the barrier's phase completes when they land.
+__device__ __forceinline__ void bar_expect(uint64_t* bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void bar_wait(uint64_t* bar, uint32_t parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+}
+
+constexpr int PIPE_HEAD = 128;          // bytes of dynamic shared memory before the stages: the barriers
+
+// WARP: a warp per row (R = warps rows a group), else the block per row (R = 1). Thread `lane` of the row's
+// tpr threads owns columns (i * tpr + lane) * 4 + e, i < VPT, e < 4. Stage s holds a group's x then grad_out,
+// R * N floats each. part: block partials of grad_weight (G rows of N), then of grad_bias.
+template <bool WARP, int VPT>
+__global__ void __launch_bounds__(512) pipe_bwd(const float* __restrict__ grad_out, const float* __restrict__ x,
+                                                const float* __restrict__ weight, float* __restrict__ grad_x,
+                                                float* __restrict__ part, int64_t B, int64_t N, int R, float eps) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ double sh[3][32];
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem);
+    float* stages = reinterpret_cast<float*>(smem + PIPE_HEAD);
+    const int64_t SN = (int64_t)R * N;
+    const int tpr = WARP ? 32 : (int)blockDim.x;
+    const int lane = WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
+    const int sub = WARP ? (int)(threadIdx.x / 32) : 0;
+    const int64_t groups = (B + R - 1) / R;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < PIPE_STAGES; ++s) bar_init(&bars[s]);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    auto issue = [&](int64_t g, int s) {
+        const int64_t b0 = g * R, rows = B - b0 < R ? B - b0 : R;
+        const uint32_t bytes = (uint32_t)(rows * N * (int64_t)sizeof(float));
+        float* dst = stages + (int64_t)s * 2 * SN;
+        bar_expect(&bars[s], 2 * bytes);
+        bulk_load(dst, x + b0 * N, bytes, &bars[s]);
+        bulk_load(dst + SN, grad_out + b0 * N, bytes, &bars[s]);
+    };
+    if (threadIdx.x == 0)
+        for (int s = 0; s < PIPE_STAGES; ++s)
+            if (blockIdx.x + (int64_t)s * gridDim.x < groups) issue(blockIdx.x + (int64_t)s * gridDim.x, s);
+    float dw[4 * VPT], db[4 * VPT];
+    #pragma unroll
+    for (int k = 0; k < 4 * VPT; ++k) { dw[k] = 0.f; db[k] = 0.f; }
+    const double inv_n = 1.0 / (double)N;
+    const float4* w4 = reinterpret_cast<const float4*>(weight);          // N * 4 bytes at most 32 KB: L1 hits
+    int it = 0;
+    for (int64_t g = blockIdx.x; g < groups; g += gridDim.x, ++it) {
+        const int s = it % PIPE_STAGES;
+        bar_wait(&bars[s], (uint32_t)((it / PIPE_STAGES) & 1));
+        const int64_t b = g * R + sub;
+        const bool live = sub < R && b < B;
+        const float4* xs = reinterpret_cast<const float4*>(stages + (int64_t)s * 2 * SN + (int64_t)sub * N);
+        const float4* gs = reinterpret_cast<const float4*>(stages + (int64_t)s * 2 * SN + SN + (int64_t)sub * N);
+        const int64_t nv = live ? N / 4 : 0;                         // this thread's row: vectors < nv
+        double m[1] = {0.0};
+        #pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+            const int64_t v = (int64_t)i * tpr + lane;
+            if (v < nv) {
+                const float4 a = xs[v];
+                m[0] += (double)a.x + (double)a.y + (double)a.z + (double)a.w;
+            }
+        }
+        if (WARP) m[0] = warp_sum(m[0]); else block_sums<1>(m, sh);
+        const double mean = m[0] * inv_n;     // double: a float mean of rows with |mean| >> std shifts every xhat
+        double u[3] = {0.0, 0.0, 0.0};
+        #pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+            const int64_t v = (int64_t)i * tpr + lane;
+            if (v < nv) {
+                const float4 a = xs[v], q = gs[v], wv = __ldg(w4 + v);
+                const float xe[4] = {a.x, a.y, a.z, a.w}, ge[4] = {q.x, q.y, q.z, q.w}, we[4] = {wv.x, wv.y, wv.z, wv.w};
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float d = (float)((double)xe[e] - mean), gw = ge[e] * we[e];
+                    u[0] += (double)d * d;
+                    u[1] += gw;
+                    u[2] += (double)gw * d;
+                }
+            }
+        }
+        if (WARP) {
+            #pragma unroll
+            for (int k = 0; k < 3; ++k) u[k] = warp_sum(u[k]);
+        } else {
+            block_sums<3>(u, sh);
+        }
+        const double rstd = rsqrt(u[0] * inv_n + (double)eps);
+        const float r = (float)rstd, a_ = (float)(u[1] * inv_n), cc = (float)(rstd * u[2] * inv_n);
+        #pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+            const int64_t v = (int64_t)i * tpr + lane;
+            if (v < nv) {
+                const float4 a = xs[v], q = gs[v], wv = __ldg(w4 + v);
+                const float xe[4] = {a.x, a.y, a.z, a.w}, ge[4] = {q.x, q.y, q.z, q.w}, we[4] = {wv.x, wv.y, wv.z, wv.w};
+                float o[4];
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float xhat = (float)((double)xe[e] - mean) * r;
+                    dw[4 * i + e] += ge[e] * xhat;
+                    db[4 * i + e] += ge[e];
+                    o[e] = r * (ge[e] * we[e] - a_ - xhat * cc);
+                }
+                *reinterpret_cast<float4*>(grad_x + b * N + 4 * v) = make_float4(o[0], o[1], o[2], o[3]);
+            }
+        }
+        __syncthreads();                                  // stage s read by every thread: refill it
+        if (threadIdx.x == 0 && g + (int64_t)PIPE_STAGES * gridDim.x < groups) issue(g + (int64_t)PIPE_STAGES * gridDim.x, s);
+    }
+    float* pw = part + (int64_t)blockIdx.x * N;
+    float* pb = part + (int64_t)gridDim.x * N + (int64_t)blockIdx.x * N;
+    if (!WARP) {
+        #pragma unroll
+        for (int k = 0; k < 4 * VPT; ++k) {
+            const int64_t c = ((int64_t)(k / 4) * tpr + lane) * 4 + (k & 3);
+            if (c < N) { pw[c] = dw[k]; pb[c] = db[k]; }
+        }
+        return;
+    }
+    // the warps' sums of the same columns, added in shared memory (the stages are all consumed by now)
+    __syncthreads();
+    float* acc = stages;                                  // [warps][2][N]
+    const int warps = blockDim.x / 32;
+    #pragma unroll
+    for (int k = 0; k < 4 * VPT; ++k) {
+        const int64_t c = ((int64_t)(k / 4) * 32 + lane) * 4 + (k & 3);
+        if (c < N) { acc[(2 * sub) * N + c] = dw[k]; acc[(2 * sub + 1) * N + c] = db[k]; }
+    }
+    __syncthreads();
+    for (int64_t c = threadIdx.x; c < N; c += blockDim.x) {
+        float sw = 0.f, sb = 0.f;
+        for (int v = 0; v < warps; ++v) { sw += acc[(2 * v) * N + c]; sb += acc[(2 * v + 1) * N + c]; }
+        pw[c] = sw;
+        pb[c] = sb;
+    }
+}
+
+// The pipe path if it applies (see the top): G, the number of block partials in part, or 0 if not taken.
+template <bool WARP, int VPT>
+static int64_t launch_pipe_as(const float* grad_out, const float* x, const float* weight, float* grad_x, float* part,
+                              int64_t part_fit, int64_t B, int64_t N, int T, int R, float eps, cudaStream_t stream) {
+    const int64_t smem = PIPE_HEAD + (int64_t)PIPE_STAGES * 2 * R * N * (int64_t)sizeof(float);
+    const int64_t tail = WARP ? (int64_t)(T / 32) * 2 * N * (int64_t)sizeof(float) : 0;   // the warps' sums
+    if (tail > smem - PIPE_HEAD || smem > 227 * 1024) return 0;
+    auto kernel = pipe_bwd<WARP, VPT>;
+    int dev = 0, sms = 0, per = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess
+        || cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess
+        || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, T, (size_t)smem) != cudaSuccess || per < 1) {
+        cudaGetLastError();
+        return 0;
+    }
+    int64_t G = (B + R - 1) / R;
+    if (G > (int64_t)sms * per) G = (int64_t)sms * per;
+    if (G > 256) G = 256;
+    if (G > part_fit) G = part_fit;
+    if (G < 1) return 0;
+    kernel<<<(unsigned)G, (unsigned)T, (size_t)smem, stream>>>(grad_out, x, weight, grad_x, part, B, N, R, eps);
+    return G;
+}
+
+static int64_t launch_pipe(const float* grad_out, const float* x, const float* weight, float* grad_x, float* part,
+                           int64_t part_fit, int64_t B, int64_t N, float eps, cudaStream_t stream) {
+    if (N <= 32 * 4 * WARP_VPT)
+        return launch_pipe_as<true, WARP_VPT>(grad_out, x, weight, grad_x, part, part_fit, B, N, PIPE_THREADS,
+                                               PIPE_THREADS / 32, eps, stream);
+    const int64_t vpt = (N + 4 * PIPE_THREADS - 1) / (4 * PIPE_THREADS);
+    if (vpt > 4) return 0;
+    const int T = (int)(((N + 4 * vpt - 1) / (4 * vpt) + 31) / 32 * 32);
+    auto as = vpt == 1 ? launch_pipe_as<false, 1> : vpt == 2 ? launch_pipe_as<false, 2>
+              : vpt == 3 ? launch_pipe_as<false, 3> : launch_pipe_as<false, 4>;
+    return as(grad_out, x, weight, grad_x, part, part_fit, B, N, T, 1, eps, stream);
+}
+#endif
+
 // How many blocks of this kernel the GPU holds at once (without nvcc, under the CPU emulator: ROW_GROUPS).
 template <class Kernel>
 static int64_t resident_blocks(Kernel kernel, int threads) {
@@ -363,6 +569,15 @@ extern "C" int backward(const float* grad_out, const float* x, const float* weig
     const int64_t part_fit = workspace_bytes / (2 * N * (int64_t)sizeof(float));    // row groups the partials allow
     float* dw_part = static_cast<float*>(workspace);
     int64_t G = 1;
+#if LN_PIPE
+    if (vec && N <= PIPE_MAXN && B >= PIPE_MINB
+        && (G = launch_pipe(grad_out, x, weight, grad_x, dw_part, part_fit, B, N, eps, stream)) > 0) {
+        col_reduce<<<(unsigned)((N + 31) / 32), dim3(32, 8), 0, stream>>>(dw_part, dw_part + G * N, grad_weight,
+                                                                         grad_bias, N, G);     // partials even when G == 1
+        return cudaGetLastError() == cudaSuccess ? 0 : 1;
+    }
+    G = 1;
+#endif
     if (N <= 16 * ROW_THREADS) {
         const int vpt = N <= 4 * ROW_THREADS ? 1 : N <= 8 * ROW_THREADS ? 2 : N <= 12 * ROW_THREADS ? 3 : 4;
         G = (vpt == 1 ? launch_rows<1> : vpt == 2 ? launch_rows<2> : vpt == 3 ? launch_rows<3> : launch_rows<4>)(
