@@ -99,7 +99,7 @@ def page_ended(elements: int, dtype, device: str, keep: list) -> "torch.Tensor":
     minus its bytes (`allocate` picks `elements` to place a buffer's base inside it).
     What keeps the memory mapped is appended to `keep`."""
     import torch
-    item = torch.empty(0, dtype=dtype).element_size()
+    item = dtype.itemsize
     size = elements * item
     if device != "cpu":
         return vmm.mapped(size, keep).view(dtype)     # raises OSError or RuntimeError where the driver refuses
@@ -151,7 +151,7 @@ def allocate(task, device: str, sizes: dict, edge: str = "") -> dict:
     def mk(name: str, shape: tuple, dtype, role: str) -> "torch.Tensor":
         n = math.prod(shape)
         if edge and role in ("input", "output") and not _NO_UNMAPPED_END:
-            item = torch.empty(0, dtype=dtype).element_size()
+            item = dtype.itemsize
             if edge == "aligned":                       # 1 element to 16 bytes of guard, then the fault: aligned base
                 short = (VECTOR_ALIGN - (n * item) % VECTOR_ALIGN) // item if item < VECTOR_ALIGN else 1
             else:

@@ -94,7 +94,7 @@ def read(handle, dtype, shape: tuple, device: str, folder=None):
         raise WorkerDied("protocol", f"the worker named an exchange file outside its folder "
                                      f"({os.path.basename(str(handle))[:80]!r} in {os.path.dirname(str(handle))[:120]!r})")
     n = math.prod(shape)
-    data = _read_file(handle, n * torch.empty(0, dtype=dtype).element_size())
+    data = _read_file(handle, n * dtype.itemsize)
     flat = torch.frombuffer(data, dtype=dtype, count=n) if n else torch.empty(0, dtype=dtype)
     out = flat.reshape(shape).to(device, copy=True)
     del flat, data
@@ -146,7 +146,7 @@ def open_ipc(desc: dict, dtype, shape: tuple):
     shared by every view of one allocation alive at once, and closed when the last view is freed."""
     import torch
     i = desc["ipc"]
-    n, itemsize, start = math.prod(shape), torch.empty(0, dtype=dtype).element_size(), int(desc["offset"])
+    n, itemsize, start = math.prod(shape), dtype.itemsize, int(desc["offset"])
     if start < 0 or start + n * itemsize > int(i["size"]):
         raise ValueError(f"the worker's shared allocation holds {i['size']} bytes, "
                          f"not {n} × {itemsize} at byte {start}")

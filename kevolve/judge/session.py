@@ -370,7 +370,7 @@ def set_bytes(task, sizes: dict, specs=None) -> int:
     """One call's inputs and outputs (or `specs`): what the evaluator draws, computes in float64 and compares
     for every checked call."""
     import torch
-    return sum(math.prod(task.shape(s, sizes)) * torch.empty(0, dtype=getattr(torch, s.dtype)).element_size()
+    return sum(math.prod(task.shape(s, sizes)) * getattr(torch, s.dtype).itemsize
                for s in (task.inputs + task.outputs if specs is None else specs))
 
 
