@@ -2,7 +2,7 @@
 
     python experiments/bench_judge.py --task layernorm_bwd --kernel tasks/layernorm_bwd/seeds/cpu_fused.cpp
                                       [--target cpu|cuda] [--shapes small|bench] [--judgements 3]
-                                      [--no-reuse] [--profile FILE]
+                                      [--no-reuse] [--profile FILE] [--compiled-checks auto|on|off]
 
 Prints, per judgement, the wall seconds and the seconds per phase (`judge.phases.Phases`: load, check,
 reference, baselines, time). With reuse (the search's default) the first judgement pays for the worker's
@@ -39,12 +39,15 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--budget", type=float, default=0.15)
     ap.add_argument("--reference-gb", type=float, default=16.0)
+    ap.add_argument("--compiled-checks", default="auto", choices=("auto", "on", "off"),
+                    help="the evaluator's reference and comparison by torch.compile (judge/fused.py; auto: on cuda)")
     ap.add_argument("--no-reuse", action="store_true", help="a fresh worker, references and baselines each time")
     ap.add_argument("--profile", default=None, help="cProfile the last judgement; its top functions go here")
     args = ap.parse_args()
     task = load_task(args.task)
     shapes = args.shapes or ("bench" if args.target == "cuda" else "small")
-    options = Options(target=args.target, shapes=shapes, reps=args.reps, budget_s=args.budget, time_inits="first")
+    options = Options(target=args.target, shapes=shapes, reps=args.reps, budget_s=args.budget, time_inits="first",
+                      compiled_checks=args.compiled_checks)
     built = build.build(Path(args.kernel).read_text(), args.target, "c")
     if not built.ok:
         raise SystemExit(f"build failed: {built.error}")
@@ -71,6 +74,13 @@ def main() -> None:
           f"{'fresh each time' if args.no_reuse else 'reuse (search default)'}")
     print(table(rows, ["#", "correct", "wall s", *PHASES, "speedup"]))
     print("last judgement, every phase (s): " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(ev.phases.items())))
+    if reuse and reuse.compiled:
+        for (name, _, device), f in reuse.compiled.items():
+            print(f"compiled checks ({name}, {device}): {len(f.agreed)} configurations' compiled references agreed "
+                  f"with eager's; off: {f.off or 'nothing'}")
+    else:
+        print(f"compiled checks: not used (--compiled-checks {args.compiled_checks}, target {args.target}"
+              f"{', no reuse' if args.no_reuse else ''})")
     if prof:
         text = io.StringIO()
         stats = pstats.Stats(prof, stream=text)

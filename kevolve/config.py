@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from kevolve.llm.config import LLMConfig
+from kevolve.judge.options import COMPILED_CHECKS
 from kevolve.llm.config import validate as validate_llm
 
 
@@ -190,6 +191,8 @@ class ResourcesConfig:
     cuda_arch: Optional[str] = None      # e.g. "90a"; None: the evaluators' GPU; KEVOLVE_CUDA_ARCH overrides it
     exchange: str = "auto"               # outputs worker -> evaluator on cuda: auto (CUDA IPC when a probe
                                          # passes) | files; KEVOLVE_EXCHANGE overrides it
+    compiled_checks: str = "auto"        # the evaluators' float64 references and output comparisons compiled by
+                                         # torch.compile (judge/fused.py): auto (on cuda) | on | off
 
 
 LOGGERS = ("none", "wandb")
@@ -283,6 +286,8 @@ def validate(c: Config) -> None:
          r.reference_cache_gb, "null or a number of GiB >= 0")
     need(r.cpus_per_evaluator > 0, "resources.cpus_per_evaluator", r.cpus_per_evaluator, "a number > 0")
     need(r.exchange in ("auto", "files"), "resources.exchange", r.exchange, "auto or files")
+    need(r.compiled_checks in COMPILED_CHECKS, "resources.compiled_checks", r.compiled_checks,
+         " | ".join(COMPILED_CHECKS) + " (auto: on cuda)")
     need(r.cuda_arch is None or bool(re.fullmatch(r"\d{2,3}a?", str(r.cuda_arch))), "resources.cuda_arch",
          r.cuda_arch, 'null or an nvcc architecture such as "90a" or "80"')
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from kevolve.judge import exchange
+from kevolve.judge.fused import Fused
 from kevolve.judge.options import Options
 from kevolve.judge.phases import Phases
 from kevolve.judge.process import WorkerDied, WorkerProcess
@@ -33,11 +34,12 @@ class Checker:
                                                   # new data, new buffers (the edge call: `buffers.allocate`)
 
     def __init__(self, task: Task, options: Options, clock: Phases | None = None,
-                 references: References | None = None, folder=None):
+                 references: References | None = None, folder=None, fused: Fused | None = None):
         self.task, self.options, self.clock = task, options, clock or Phases()
         self.folder = folder                # the judgement's exchange folder: output files are read from it only
         self.references = references if references is not None else References(0)
         self.device = "cuda" if options.target == "cuda" else "cpu"
+        self.fused = fused                  # the compiled reference and comparison (`judge.fused`), or None: eager
 
     def _inputs(self, variant: int) -> str:
         """How a verdict names a correctness call's inputs: their variant and the salt (`KEVOLVE_INPUT_SALT=<salt>`
@@ -78,7 +80,15 @@ class Checker:
         return [name for name, bad in zip(mine, flags) if bad]
 
     def expected(self, cfg: Case, inputs: dict) -> tuple:
-        """Per output, the float64 reference on `inputs` and where it is finite (None: everywhere)."""
+        """Per output, the float64 reference on `inputs` and where it is finite (None: everywhere): compiled
+        where `fused` has it (after it agreed with this eager code on the configuration), else eager."""
+        if self.fused is not None:
+            got = self.fused.reference(cfg, inputs, lambda: self._expected(cfg, inputs))
+            if got is not None:
+                return got
+        return self._expected(cfg, inputs)
+
+    def _expected(self, cfg: Case, inputs: dict) -> tuple:
         import torch
         up = {n: t.double() if t.dtype.is_floating_point else t for n, t in inputs.items()}
         refs = [r.reshape(self.task.shape(spec, cfg.size_dict))
@@ -146,9 +156,11 @@ class Checker:
 
     def _compare(self, expected: tuple, cfg: Case, files: dict, call: str, verdict_only: bool = False
                  ) -> tuple[str | None, float, float]:
-        """One pass per output for the verdict (NaN and Inf propagate through the maxima), one device sync for
-        all outputs; the diagnosis of a failure (what is NaN, what is out of tolerance, and where) runs only
-        when there is one. `verdict_only` (a timed call's check) skips the worst absolute error, reported 0."""
+        """One pass per output for the verdict (compiled, `judge.fused`: one read of the output and its
+        reference; eager: NaN and Inf propagate through the maxima), one device sync for all outputs; the
+        diagnosis of a failure (what is NaN, what is out of tolerance, and where) runs only when there is one,
+        eagerly, and gives the verdict. `verdict_only` (a timed call's check) lets eager skip the worst absolute
+        error, reported 0."""
         import torch
         task, sizes = self.task, cfg.size_dict
         outs, stats = [], []
@@ -157,27 +169,35 @@ class Checker:
                                 self.folder)
             outs.append(out)
             if not out.dtype.is_floating_point:
-                stats.append(torch.ne(out, ref).sum().double())
+                bad = torch.ne(out, ref).sum().double()
+                stats.append(torch.stack([bad, bad, bad]))
                 continue
-            ratio, err = self._ratio(out, ref, finite, need_err=not verdict_only)
-            zero = torch.zeros((), dtype=torch.float64, device=ratio.device)
-            stats.append(err.max() if err is not None and err.numel() else zero)
-            stats.append(ratio.max() if ratio.numel() else zero)
-            del ratio, err
-        values = iter(torch.stack(stats).tolist() if stats else [])
+            if not out.numel():
+                stats.append(torch.zeros(3, dtype=torch.float64, device=out.device))
+                continue
+            fused = self.fused.compare(out, ref, finite) if self.fused is not None else None
+            if fused is None:          # [not within tolerance (1: some, or NaN), worst ratio, worst error]
+                ratio, err = self._ratio(out, ref, finite, need_err=not verdict_only)
+                worst = ratio.max()
+                fused = torch.stack([torch.logical_not(worst <= 1).double(), worst,
+                                     err.max() if err is not None else torch.zeros_like(worst)])
+                del ratio, err
+            stats.append(fused)
+        values = torch.stack(stats).tolist() if stats else []
         worst_abs = worst_rel = 0.0
-        for spec, (ref, finite), out in zip(task.outputs, expected, outs):
+        for spec, (ref, finite), out, (bad, worst, worst_err) in zip(task.outputs, expected, outs, values):
             if not out.dtype.is_floating_point:
-                bad = int(next(values))
                 if bad:
-                    return f"output {spec.name}: {bad} wrong values ({call})", 0.0, float("inf")
+                    return f"output {spec.name}: {int(bad)} wrong values ({call})", 0.0, float("inf")
                 continue
-            worst_err, worst = next(values), next(values)
-            if math.isfinite(worst) and worst <= 1.0:
+            if bad == 0:
                 worst_abs, worst_rel = max(worst_abs, worst_err), max(worst_rel, worst)
                 continue
-            ratio, err = self._ratio(out, ref, finite, need_err=True)
-            worst_err = float(err.max()) if err.numel() else 0.0
+            ratio, err = self._ratio(out, ref, finite, need_err=True)    # eager decides: within tolerance after
+            worst, worst_err = float(ratio.max()), (float(err.max()) if err.numel() else 0.0)   # all (the
+            if math.isfinite(worst) and worst <= 1.0:    # compiled tolerance's last bit may round the other way)
+                worst_abs, worst_rel = max(worst_abs, worst_err), max(worst_rel, worst)
+                continue
             return self._diagnose(spec.name, out.double(), ref, finite, ratio, call, max(worst_abs, worst_err),
                                   max(worst_rel, worst))
         return None, worst_abs, worst_rel

@@ -3,7 +3,8 @@
 Judges one kernel file on one task: prints a table per configuration (eager, compile, kernel, speedups,
 fraction of the memory floor, error), then, as the last line of stdout, one JSON object (`Evaluation.summary`).
 Exit status: 0 correct, 1 rejected (any reason), 2 bad usage (unknown task, missing file, bad value).
-Defaults: target=cuda when a GPU is visible, else cpu; shapes=bench on cuda, small on cpu.
+Defaults: target=cuda when a GPU is visible, else cpu; shapes=bench on cuda, small on cpu; compiled_checks=auto
+(eager checks: one judgement would pay torch.compile's compile for little; `on` compiles them, judge/fused.py).
 """
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import sys
 from pathlib import Path
 
 USAGE = ("usage: python -m kevolve.evaluate task=NAME kernel=PATH [target=cpu|cuda] [abi=c|torch] "
-         "[shapes=small|bench] [timeout=SECONDS] [reps=N] [calls=N] [baselines=eager,compile,compile-max-autotune]")
-KEYS = {"task", "kernel", "target", "abi", "shapes", "timeout", "reps", "baselines", "budget", "calls"}
+         "[shapes=small|bench] [timeout=SECONDS] [reps=N] [calls=N] [baselines=eager,compile,compile-max-autotune] "
+         "[compiled_checks=auto|on|off]")
+KEYS = {"task", "kernel", "target", "abi", "shapes", "timeout", "reps", "baselines", "budget", "calls",
+        "compiled_checks"}
 
 
 class UsageError(Exception):
@@ -52,7 +55,12 @@ def options_from(args: dict[str, str], task):
     if set(baselines) - set(BASELINES):
         raise UsageError(f"baselines must be a comma-separated subset of {','.join(BASELINES)}, "
                          f"not {args['baselines']!r}")
-    kw = dict(target=target, abi=abi, shapes=shapes, baselines=baselines)
+    from kevolve.judge.options import COMPILED_CHECKS
+    compiled = args.get("compiled_checks", "auto")
+    if compiled not in COMPILED_CHECKS:
+        raise UsageError(f"compiled_checks must be one of {', '.join(COMPILED_CHECKS)} (the evaluator's reference and "
+                         f"comparison by torch.compile; auto: off for one judgement), not {compiled!r}")
+    kw = dict(target=target, abi=abi, shapes=shapes, baselines=baselines, compiled_checks=compiled)
     for key, conv, low in (("timeout", float, 1), ("reps", int, 1), ("budget", float, 0.01), ("calls", int, 1)):
         if key in args:
             try:

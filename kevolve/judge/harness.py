@@ -190,7 +190,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
                 return verdict(CACHE_RETRY, f"harness: torch.compile failed in a worker seeded from the node's "
                                             f"baseline cache ({failed[0][:300]}); the cache is now off on this node")
             baseline_cache.harvest(worker.tmp, options.cache_dir)   # before the kernel loads: nothing of it
-        checker = Checker(task, options, clock, reuse.references if reuse else None, folder=files)
+        checker = Checker(task, options, clock, reuse.references if reuse else None, folder=files,
+                          fused=_fused(task, options, reuse, info))
         try:
             failure = _time_baselines(worker, checker, configs, options, plan, clock, known)
         except WorkerDied as e:
@@ -224,6 +225,21 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         stage = "correctness" if len(measurements) < len(configs) or not options.time_kernel else "timing"
         where = configs[len(measurements)].id + ": " if len(measurements) < len(configs) else ""
         return verdict(stage, f"{where}{e.kind}: {e.detail}")
+
+
+def _fused(task, options: Options, reuse: Reuse | None, info: dict):
+    """The compiled checks (`judge.fused`) where `options.compiled_checks` asks for them — auto: on CUDA, for an
+    evaluator that keeps them across judgements (a search's; one judgement alone would pay the compile for
+    little) — and only for a Landlock-confined worker: the evaluator's Inductor and Triton caches must be out of
+    a kernel's reach. None: eager checks."""
+    from kevolve.judge.fused import Fused
+    mode = options.compiled_checks
+    if mode == "off" or not (info.get("confinement") or {}).get("landlock"):
+        return None
+    if mode == "auto" and not (options.target == "cuda" and reuse is not None):
+        return None
+    device = "cuda" if options.target == "cuda" else "cpu"
+    return reuse.fused(task, device) if reuse is not None else Fused(task, device)
 
 
 def _baseline_plan(configs, options: Options, known_baselines: BaselineTimes | None) -> dict[int, dict]:
@@ -368,12 +384,13 @@ def _timed_configs(configs, options: Options) -> set[int]:
 
 
 def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str | None = None,
-            module_b: str | None = None) -> Comparison:
+            module_b: str | None = None, reuse: Reuse | None = None) -> Comparison:
     """Times two built kernels paired and interleaved in one fresh worker, on the same fresh inputs, every
     call of both checked, on the configurations `judge` would time. For the search: a candidate replaces
     the best only if `Comparison.faster == "a"` (a = candidate, b = incumbent). The result is made once the
     worker is closed: a worker that dies by a signal at teardown (or does not exit when asked) makes it a
-    failure, as `judge` makes such a pass a `teardown` crash."""
+    failure, as `judge` makes such a pass a `teardown` crash. `reuse`: the evaluator's state, whose compiled
+    checks (`judge.fused`) it uses."""
     start = time.perf_counter()
     configs = task.configs(options.shapes)
     files = Path(tempfile.mkdtemp(prefix="kevolve-", dir=exchange.files_root()))
@@ -406,7 +423,7 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
         if options.target == "cuda":
             ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
             worker.call("set_exchange", 60, ipc=ipc)
-        checker = Checker(task, options, folder=files)
+        checker = Checker(task, options, folder=files, fused=_fused(task, options, reuse, info))
         if options.target == "cuda":
             checker.clock.gpu = _device_lock(info)
         for i in sorted(_timed_configs(configs, options)):

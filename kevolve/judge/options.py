@@ -27,6 +27,11 @@ class Options:
     threads: int | None = None     # CPU target: threads for torch and the kernel, on as many claimed CPUs (judge/cpus.py; None: all)
     exchange: str = "auto"         # how outputs reach the evaluator on cuda: auto (CUDA IPC when it works) | files
     cache_dir: str | None = None   # resources.cache_dir: where the node keeps builds and torch.compile's caches
+    compiled_checks: str = "auto"  # the evaluator's reference and comparison compiled (judge/fused.py): auto (on
+                                   # CUDA, where an evaluator keeps them across judgements) | on | off
+
+
+COMPILED_CHECKS = ("auto", "on", "off")
 
 
 def default_shapes(target: str) -> str:

@@ -145,6 +145,15 @@ class Reuse:
         self.references = References(reference_bytes)
         self.baselines = BaselineTimes(baseline_refresh_s) if baseline_refresh_s > 0 else None
         self._spare: WorkerProcess | None = None
+        self.compiled: dict = {}          # (task, its folder, device) -> its compiled checks (`fused`)
+
+    def fused(self, task, device: str):
+        """The task's compiled checks on `device` (`judge.fused.Fused`), compiled once for every judgement."""
+        from kevolve.judge.fused import Fused
+        key = (task.name, str(task.dir), device)
+        if key not in self.compiled:
+            self.compiled[key] = Fused(task, device)
+        return self.compiled[key]
 
     def worker(self) -> WorkerProcess:
         """The spare if it is alive, else a new worker."""

@@ -182,7 +182,8 @@ class Evaluator:
         """Kernels a and b (Builds and bytes, resolved by Ray from the driver's refs) timed paired and
         interleaved in one fresh worker, every call of both checked (`judge.harness.compare`)."""
         path_a, path_b = builder.install(a.key, lib_a, self.cache_dir), builder.install(b.key, lib_b, self.cache_dir)
-        return compare(self.task, str(path_a), str(path_b), self.options, a.module_name, b.module_name)
+        return compare(self.task, str(path_a), str(path_b), self.options, a.module_name, b.module_name,
+                       reuse=self.reuse)
 
     def profile(self, b: Build, lib: bytes, ncu: str) -> ncu_profile.Profile:
         """The kernel of Build `b` (bytes resolved by Ray) profiled by Nsight Compute (`search.profile`)."""

@@ -6,11 +6,12 @@ recomputed, as the forward would have saved it): nll_loss_backward (reduction=me
 total_weight = B), then _log_softmax_backward_data.
 """
 import torch
-import torch.nn.functional as F
 
 
 def reference(grad_out, logits, target, *, B, C):
-    onehot = F.one_hot(target, C).to(logits.dtype)
+    # scatter, not F.one_hot(target, C): the same zeros and ones, without a class count the evaluator's compiled
+    # reference (kevolve/judge/fused.py) would have to specialise on, one graph per C
+    onehot = torch.zeros_like(logits).scatter_(1, target.unsqueeze(1), 1.0)
     return (torch.softmax(logits, dim=1) - onehot) * (grad_out / B)
 
 

@@ -268,6 +268,33 @@ def test_reuse_across_candidates_keeps_verdicts_on_gpu(layernorm):
     assert "baselines" not in again.phases                  # timed by the first judgement, reused
 
 
+def test_compiled_checks_on_gpu_agree_and_give_eager_verdicts(layernorm, monkeypatch):
+    """A search's evaluator on CUDA compiles its float64 reference and comparison (`judge.fused`, auto): every
+    configuration's compiled reference agrees with eager's, nothing is turned off, an honest kernel passes with
+    its timed calls checked that way, and a hostile one gets the verdict eager checks give (same inputs)."""
+    from kevolve.judge.reuse import SALT_ENV, Reuse
+    monkeypatch.setenv(SALT_ENV, "4398046511104")
+    verdicts = {}
+    for mode in ("auto", "off"):
+        options = Options(target="cuda", shapes="small", reps=10, budget_s=0.05, timeout=60, time_inits="first",
+                          compiled_checks=mode)
+        reuse = Reuse(options, 4 << 30, 3600)
+        try:
+            for name, src in (("seed", layernorm.seed_path("cuda").read_text()),
+                              ("hostile", kernel("unwritten_last_row.cu"))):
+                built = builder.build(src, "cuda")
+                assert built.ok, built.error
+                verdicts[mode, name] = judge(layernorm, built.lib_path, options, reuse=reuse)
+            fused = reuse.fused(layernorm, "cuda")
+        finally:
+            reuse.close()
+        if mode == "auto":
+            assert len(fused.agreed) == len(layernorm.configs("small")) and not fused.off, fused.off
+    assert verdicts["auto", "seed"].correct, verdicts["auto", "seed"].failure
+    a, b = verdicts["auto", "hostile"], verdicts["off", "hostile"]
+    assert not a.correct and (a.stage, a.failure) == (b.stage, b.failure)
+
+
 # (g) outputs read through CUDA IPC or through files: the same verdicts -------------------------------------
 @pytest.mark.parametrize("exchange", ["ipc", "files"])
 @pytest.mark.parametrize("name, expected", [("unwritten_last_row.cu", "NaN"), ("overrun.cu", "wrote outside out (past its end)")])

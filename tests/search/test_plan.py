@@ -74,11 +74,13 @@ def test_more_evaluators_than_gpus_share_them(task):
 def test_configured_values_win(task, monkeypatch):
     monkeypatch.delenv("KEVOLVE_CUDA_ARCH", raising=False)
     plan = resolve(config(resources={"builders": 3, "evaluators": 1, "cuda_arch": "80", "exchange": "files",
-                                     "reference_cache_gb": 0.5, "evaluator_resources": {"gpu_node": 1}},
+                                     "reference_cache_gb": 0.5, "evaluator_resources": {"gpu_node": 1},
+                                     "compiled_checks": "off"},
                           search={"in_flight": 2, "baseline_refresh_s": 5}), task, {"CPU": 32, "GPU": 2})
     assert (plan.builders, plan.evaluators, plan.in_flight, plan.baseline_refresh_s) == (3, 1, 2, 5)
     assert plan.arch == "80" and plan.with_arch("90a").arch == "80"      # configured beats detected
     assert plan.options.exchange == "files" and plan.reference_bytes == 1 << 29
+    assert plan.options.compiled_checks == "off"
     assert plan.evaluator_placement["resources"] == {"gpu_node": 1}
 
 
@@ -99,6 +101,7 @@ def test_what_the_cluster_cannot_serve_is_refused_naming_the_field(task, section
 @pytest.mark.parametrize("sections, field", [
     ({"resources": {"exchange": "pigeon"}}, "resources.exchange"),
     ({"resources": {"cuda_arch": "hopper"}}, "resources.cuda_arch"),
+    ({"resources": {"compiled_checks": "yes"}}, "resources.compiled_checks"),
 ])
 def test_new_settings_are_checked(sections, field):
     with pytest.raises(ConfigError, match=field):

@@ -1,0 +1,169 @@
+"""The compiled checks (`judge.fused`), on the CPU: the compiled float64 reference agrees with eager's on real
+tasks, the compiled comparison gives eager's verdicts (NaN, Inf, non-finite references, the tolerance's edge),
+a compiled part that disagrees or fails is turned off and eager used, and hostile kernels judged with compiled
+checks are rejected with the same verdicts as with eager ones.
+
+Inductor compiles C++ here (a few seconds per graph, cached on disk afterwards); on a GPU the same code
+compiles Triton kernels (tests/judge/test_gpu.py runs the harness with them, `resources.compiled_checks: auto`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kevolve.judge import build as builder
+from kevolve.judge import confine
+from kevolve.judge.checks import Checker
+from kevolve.judge.fused import Fused
+from kevolve.judge.harness import judge
+from kevolve.judge.options import Options
+from kevolve.judge.reuse import SALT_ENV, Reuse
+from kevolve.task import load_task
+
+HERE = Path(__file__).resolve().parent.parent          # tests/
+TINY = HERE / "kernels" / "tasks" / "layernorm_tiny"
+landlocked = pytest.mark.skipif(not confine.landlock_abi(),
+                                reason="compiled checks need a Landlock-confined worker (judge/harness._fused)")
+
+pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
+
+
+@pytest.mark.parametrize("name", ["layernorm_bwd", "cross_entropy_fwd"])   # cross_entropy: int64 targets
+def test_the_compiled_reference_agrees_with_eager_on_every_small_configuration(name):
+    task = load_task(name)
+    checker, fused = Checker(task, Options()), Fused(task, "cpu")
+    for cfg in task.configs("small"):
+        inputs = task.make_inputs(cfg, "cpu", 7)
+        eager = checker._expected(cfg, inputs)
+        assert fused._disagree(fused._run_reference(cfg, inputs), eager) is None, cfg.id
+        assert fused.reference(cfg, inputs, lambda: eager) is eager       # the first one is eager's, then agreed
+        assert cfg.id in fused.agreed
+    assert not fused.off
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_task(TINY)
+
+
+def stats(fused: Fused, out, ref, finite=None) -> tuple[int, float, float]:
+    bad, ratio, err = fused.compare(out, ref, finite).tolist()
+    return int(bad), ratio, err
+
+
+def test_the_compiled_comparison_counts_what_eager_rejects(tiny):
+    fused = Fused(tiny, "cpu")                  # atol 1e-4, rtol 1e-4 (layernorm_tiny)
+    tol = lambda r: tiny.atol + tiny.rtol * abs(r)      # noqa: E731
+    ref = torch.tensor([1.0, -2.0, 0.0, 3.0, 100.0], dtype=torch.float64)
+    assert stats(fused, ref.float(), ref)[0] == 0
+    inside = ref.clone()
+    inside[4] += 0.9 * tol(100.0)
+    bad, worst, err = stats(fused, inside.float(), ref)
+    assert bad == 0 and worst == pytest.approx(0.9, rel=1e-3) and err == pytest.approx(0.9 * tol(100.0), rel=1e-3)
+    outside = ref.clone()
+    outside[1] -= 1.5 * tol(2.0)
+    outside[3] += 2 * tol(3.0)
+    assert stats(fused, outside, ref)[0] == 2
+    for odd in (float("nan"), float("inf"), float("-inf")):     # where the reference is finite: each one fails
+        out = ref.clone()
+        out[2] = odd
+        assert stats(fused, out, ref)[0] == 1, odd
+    ref_odd = ref.clone()
+    ref_odd[0], ref_odd[1] = float("nan"), float("inf")       # not finite there: any value passes
+    out = ref_odd.clone()
+    out[0], out[1] = 5.0, float("nan")
+    assert stats(fused, out, ref_odd, torch.isfinite(ref_odd))[0] == 0
+    out[3] = float("nan")
+    assert stats(fused, out, ref_odd, torch.isfinite(ref_odd))[0] == 1
+    assert not fused.off
+
+
+def test_a_compiled_reference_that_disagrees_with_eager_is_turned_off(tiny):
+    fused, checker = Fused(tiny, "cpu"), Checker(tiny, Options())
+    cfg = tiny.configs("small")[0]
+    inputs = tiny.make_inputs(cfg, "cpu", 3)
+    eager = checker._expected(cfg, inputs)
+    compiled = fused._run_reference
+
+    def off_by_a_tenth_of_the_tolerance(cfg, inputs):
+        return tuple((r + 0.1 * tiny.atol, f) for r, f in compiled(cfg, inputs))
+    fused._run_reference = off_by_a_tenth_of_the_tolerance
+    assert fused.reference(cfg, inputs, lambda: eager) is eager
+    assert "differs from eager's by more than" in fused.off["reference"]
+    assert fused.reference(cfg, inputs, lambda: eager) is None           # off: the Checker computes eagerly
+    checker.fused = fused
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(checker.expected(cfg, inputs), eager))
+
+
+def test_a_compiled_part_that_fails_is_turned_off_and_eager_used(tiny):
+    fused = Fused(tiny, "cpu")
+    cfg = tiny.configs("small")[0]
+
+    def broken(*args):
+        raise RuntimeError("no compiler")
+    fused._run_reference, fused._compare = broken, broken
+    inputs = tiny.make_inputs(cfg, "cpu", 1)
+    assert fused.reference(cfg, inputs, lambda: None) is None
+    ref = torch.ones(4, dtype=torch.float64)
+    assert fused.compare(ref.float(), ref, None) is None
+    assert fused.off == {"reference": "RuntimeError: no compiler", "compare": "RuntimeError: no compiler"}
+
+
+def judge_with(task, path: Path, options: Options):
+    """The verdict on the kernel at `path` by an evaluator of its own, and that evaluator's compiled checks."""
+    reuse = Reuse(options, 1 << 30, 3600)
+    try:
+        built = builder.build(path.read_text(), "cpu", "c")
+        assert built.ok, built.error
+        return judge(task, built.lib_path, options, reuse=reuse), reuse.fused(task, "cpu")
+    finally:
+        reuse.close()
+
+
+CHECKS = dict(target="cpu", shapes="small", time_kernel=False, timeout=30)
+
+
+@landlocked
+@pytest.mark.parametrize("name", ["unwritten_tail.cpp", "eps_wrong.cpp", "cache_pointer.cpp",
+                                  "init_specialised.cpp"])
+def test_hostile_kernels_get_eager_verdicts_from_compiled_checks(tiny, name, monkeypatch):
+    monkeypatch.setenv(SALT_ENV, "4398046511104")             # both evaluators check on the same inputs
+    path = HERE / "kernels" / "cpu" / name
+    ev, fused = judge_with(tiny, path, Options(**CHECKS, compiled_checks="on"))
+    assert fused.agreed and not fused.off                    # the compiled reference ran, and agreed
+    eager, unused = judge_with(tiny, path, Options(**CHECKS, compiled_checks="off"))
+    assert not unused.agreed                                  # off: never asked
+    assert not ev.correct and (ev.stage, ev.failure) == (eager.stage, eager.failure)
+
+
+@landlocked
+def test_an_honest_kernel_passes_compiled_checks_timed_calls_included(tiny):
+    options = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.02, timeout=30,
+                      compiled_checks="on")
+    ev, fused = judge_with(tiny, tiny.dir / "seeds" / "cpu.cpp", options)
+    assert ev.correct, ev.failure
+    assert any(m.kernel is not None for m in ev.measurements)     # timed, every timed call checked compiled
+    assert len(fused.agreed) == len(tiny.configs("small")) and not fused.off
+
+
+def test_auto_compiles_checks_on_cuda_for_an_evaluator_that_keeps_them(tiny):
+    from kevolve.judge.harness import _fused
+    landlock = {"confinement": {"landlock": 7}}
+    reuse = Reuse(Options(), 0, 0)
+    assert _fused(tiny, Options(target="cuda"), reuse, landlock) is reuse.fused(tiny, "cuda")
+    assert _fused(tiny, Options(target="cuda"), None, landlock) is None       # one judgement: eager
+    assert _fused(tiny, Options(target="cpu"), reuse, landlock) is None
+    assert _fused(tiny, Options(target="cpu", compiled_checks="on"), None, landlock) is not None
+    assert _fused(tiny, Options(target="cuda", compiled_checks="off"), reuse, landlock) is None
+    assert _fused(tiny, Options(target="cuda"), reuse, {"confinement": {"landlock": 0}}) is None
+
+
+def test_the_cli_takes_compiled_checks():
+    from kevolve.judge.cli import UsageError, options_from
+    task = load_task("layernorm_fwd")
+    assert options_from({"target": "cpu"}, task).compiled_checks == "auto"
+    assert options_from({"target": "cpu", "compiled_checks": "on"}, task).compiled_checks == "on"
+    with pytest.raises(UsageError, match="compiled_checks"):
+        options_from({"target": "cpu", "compiled_checks": "yes"}, task)
