@@ -3,11 +3,17 @@
 # after `source .devdeps/install.sh`):
 #   1. experiments/bench_judge.py on bench for each "task:kernel" of PROFILE (default: layernorm_fwd's
 #      cuda_rows.cu and layernorm_bwd's cuda_split.cu): JUDGEMENTS judgements with one evaluator's reuse (the
-#      first pays for torch.compile), the last one's phases (the worker's breakdown too) and its cProfile;
+#      first pays for torch.compile), the last one's phases (the worker's breakdown too) and its cProfile,
+#      once per value of CHECKS (--compiled-checks: default auto; "off on" compares eager and compiled checks);
 #   2. for each task of THROUGHPUT (default none): experiments/bench_throughput.py with 1 and 2 evaluators on the
 #      GPU, CANDIDATES knob variants of the seeds, the search's timing defaults (reps 50, budget 0.15 s);
 #   3. TESTS (default: the judge's and the adversarial gpu tests, without the per-task seed sweeps) for TESTS_S.
-# $OUT gets profile_*.txt (cProfile), logs.tgz and summary.txt (also printed last).
+#   0. first, if FUSED names tasks: experiments/bench_fused.py --device cuda --shapes bench on them (the compiled
+#      reference and comparison alone, against eager).
+# Next device call (stop 33's plan): FUSED="layernorm_fwd layernorm_bwd rmsnorm_fwd rmsnorm_bwd cross_entropy_fwd
+#   cross_entropy_bwd" PROFILE=layernorm_bwd:tasks/layernorm_bwd/best/cuda.cu CHECKS="off on"
+#   TESTS="tests/judge/test_gpu.py" MARK=gpu bash experiments/gpu_profile.sh
+# $OUT gets logs.tgz (every log, each judgement's cProfile) and summary.txt (also printed last).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}; export PATH=$PATH:$CUDA_HOME/bin TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
@@ -16,12 +22,19 @@ res=$(mktemp -d); summary="$res/summary.txt"
 say() { echo "$*" | tee -a "$summary"; }
 say "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader 2>&1)"
 t0=$(date +%s)
+if [ -n "${FUSED:-}" ]; then
+  timeout ${FUSED_S:-240} python3 experiments/bench_fused.py --device cuda --shapes bench $FUSED > "$res/bench_fused.txt" 2>&1
+  say "bench_fused: exit $? after $(( $(date +%s) - t0 )) s"
+  grep -v " done$" "$res/bench_fused.txt" | tail -$(( $(echo $FUSED | wc -w) + 3 )) | tee -a "$summary"
+fi
 for pair in ${PROFILE:-layernorm_fwd:tasks/layernorm_fwd/seeds/cuda_rows.cu layernorm_bwd:tasks/layernorm_bwd/seeds/cuda_split.cu}; do
-  task=${pair%%:*}; kernel=${pair#*:}; name=${task}_$(basename "$kernel" .cu)
+  for checks in ${CHECKS:-auto}; do
+  task=${pair%%:*}; kernel=${pair#*:}; name=${task}_$(basename "$kernel" .cu)_checks-$checks
   timeout ${PROFILE_S:-200} python3 experiments/bench_judge.py --task "$task" --kernel "$kernel" --target ${TARGET:-cuda} \
-    --judgements ${JUDGEMENTS:-3} --profile "$out/profile_$name.txt" > "$res/judge_$name.txt" 2>&1
+    --judgements ${JUDGEMENTS:-3} --compiled-checks $checks --profile "$res/profile_$name.txt" > "$res/judge_$name.txt" 2>&1
   say "judge $name: exit $? after $(( $(date +%s) - t0 )) s"
-  tail -${TAIL:-7} "$res/judge_$name.txt" | tee -a "$summary"
+  tail -${TAIL:-8} "$res/judge_$name.txt" | tee -a "$summary"
+  done
 done
 for task in ${THROUGHPUT:-}; do
   timeout ${THROUGHPUT_S:-300} python3 experiments/bench_throughput.py --task "$task" --target ${TARGET:-cuda} \

@@ -19,7 +19,8 @@ Guarantees:
   first inputs it is asked for, element for element within a thousandth of the task's tolerance, NaN and Inf
   in the same places, before any compiled reference of that configuration is used; a mismatch turns the
   compiled reference off for the task in this evaluator (`Fused.off`, said in the log) and eager is used;
-- a compile or run error of either turns that part off for the task (eager from then on), said in the log;
+- a compile or run error of either turns that part off for the task (eager from then on), said in the log —
+  except running out of device memory, which goes on to the harness as it does from eager code;
 - the harness uses compiled checks only where the worker is Landlock-confined (`judge.confine`): the
   evaluator's Inductor and Triton caches are then out of a kernel's reach.
 Not guaranteed: the compiled reference is as fast on every task (an operation Inductor cannot fuse runs as
@@ -57,6 +58,7 @@ class Fused:
         try:
             got = self._run_reference(cfg, inputs)
         except Exception as e:          # noqa: BLE001 — any compile or run error: eager from now on
+            _unless_out_of_memory(e)
             self._turn_off("reference", f"{type(e).__name__}: {str(e)[:300]}")
             return None
         if cfg.id in self.agreed:
@@ -127,6 +129,7 @@ class Fused:
                 self._compare_masked = _compile(_stats_masked)
             return self._compare_masked(out.reshape(-1), ref.reshape(-1), finite.reshape(-1), task.atol, task.rtol)
         except Exception as e:          # noqa: BLE001
+            _unless_out_of_memory(e)
             self._turn_off("compare", f"{type(e).__name__}: {str(e)[:300]}")
             return None
 
@@ -135,6 +138,14 @@ class Fused:
             if part not in self.off:
                 self.off[part] = why
                 log.warning("compiled %s of task %s turned off, eager from now on: %s", part, self.task.name, why)
+
+
+def _unless_out_of_memory(e: Exception) -> None:
+    """Device memory running out is the evaluator's state, not the compiled code's fault: raised on, to the
+    harness (`harness._evaluator_out_of_memory` lets the references go and judges again)."""
+    import torch
+    if isinstance(e, torch.OutOfMemoryError):
+        raise e
 
 
 def _compile(fn):

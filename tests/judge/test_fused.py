@@ -111,6 +111,21 @@ def test_a_compiled_part_that_fails_is_turned_off_and_eager_used(tiny):
     assert fused.off == {"reference": "RuntimeError: no compiler", "compare": "RuntimeError: no compiler"}
 
 
+def test_running_out_of_memory_in_compiled_code_goes_on_to_the_harness(tiny):
+    fused = Fused(tiny, "cpu")
+
+    def out_of_memory(*args):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+    fused._run_reference = fused._compare = out_of_memory
+    cfg = tiny.configs("small")[0]
+    with pytest.raises(torch.OutOfMemoryError):
+        fused.reference(cfg, tiny.make_inputs(cfg, "cpu", 1), lambda: None)
+    ref = torch.ones(4, dtype=torch.float64)
+    with pytest.raises(torch.OutOfMemoryError):
+        fused.compare(ref.float(), ref, None)
+    assert not fused.off                        # still on: the evaluator frees memory and judges again
+
+
 def judge_with(task, path: Path, options: Options):
     """The verdict on the kernel at `path` by an evaluator of its own, and that evaluator's compiled checks."""
     reuse = Reuse(options, 1 << 30, 3600)
