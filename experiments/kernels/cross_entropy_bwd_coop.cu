@@ -1,6 +1,8 @@
 // EXPERIMENT, not yet a seed: its first H200 judgement crashed (B=255,C=100001, a cluster block exiting while another
 // still read its shared memory; the relaxed cluster arrive is now a release arrive). Unverified since: judge it with
 // VARIANTS="cross_entropy_bwd:experiments/kernels/cross_entropy_bwd_coop.cu" bash experiments/gpu_variants.sh.
+// Under the CPU emulator (tests/task/test_seeds.py's, which runs the cluster path as groups of one block) it is
+// correct on its 18 configurations, warps forward and reversed (stop 33).
 // Cross-entropy backward, CUDA seed (coop): every logit is read from DRAM once and held on chip (registers, then
 // shared memory, across the blocks of a thread-block cluster for the longest rows) until its gradient is
 // written; one launch per call, whatever the shape.

@@ -15,6 +15,7 @@ import torch
 
 from kevolve.judge import build as builder
 from kevolve.judge import confine
+from kevolve.judge import fused as fused_module
 from kevolve.judge.checks import Checker
 from kevolve.judge.fused import Fused
 from kevolve.judge.harness import judge
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.p
 @pytest.mark.parametrize("name", ["layernorm_bwd", "cross_entropy_fwd"])   # cross_entropy: int64 targets
 def test_the_compiled_reference_agrees_with_eager_on_every_small_configuration(name):
     task = load_task(name)
-    checker, fused = Checker(task, Options()), Fused(task, "cpu")
+    checker, fused = Checker(task, Options()), Fused(task, "cpu", min_elements=0)
     for cfg in task.configs("small"):
         inputs = task.make_inputs(cfg, "cpu", 7)
         eager = checker._expected(cfg, inputs)
@@ -54,7 +55,7 @@ def stats(fused: Fused, out, ref, finite=None) -> tuple[int, float, float]:
 
 
 def test_the_compiled_comparison_counts_what_eager_rejects(tiny):
-    fused = Fused(tiny, "cpu")                  # atol 1e-4, rtol 1e-4 (layernorm_tiny)
+    fused = Fused(tiny, "cpu", min_elements=0)                  # atol 1e-4, rtol 1e-4 (layernorm_tiny)
     tol = lambda r: tiny.atol + tiny.rtol * abs(r)      # noqa: E731
     ref = torch.tensor([1.0, -2.0, 0.0, 3.0, 100.0], dtype=torch.float64)
     assert stats(fused, ref.float(), ref)[0] == 0
@@ -81,7 +82,7 @@ def test_the_compiled_comparison_counts_what_eager_rejects(tiny):
 
 
 def test_a_compiled_reference_that_disagrees_with_eager_is_turned_off(tiny):
-    fused, checker = Fused(tiny, "cpu"), Checker(tiny, Options())
+    fused, checker = Fused(tiny, "cpu", min_elements=0), Checker(tiny, Options())
     cfg = tiny.configs("small")[0]
     inputs = tiny.make_inputs(cfg, "cpu", 3)
     eager = checker._expected(cfg, inputs)
@@ -98,7 +99,7 @@ def test_a_compiled_reference_that_disagrees_with_eager_is_turned_off(tiny):
 
 
 def test_a_compiled_part_that_fails_is_turned_off_and_eager_used(tiny):
-    fused = Fused(tiny, "cpu")
+    fused = Fused(tiny, "cpu", min_elements=0)
     cfg = tiny.configs("small")[0]
 
     def broken(*args):
@@ -112,7 +113,7 @@ def test_a_compiled_part_that_fails_is_turned_off_and_eager_used(tiny):
 
 
 def test_running_out_of_memory_in_compiled_code_goes_on_to_the_harness(tiny):
-    fused = Fused(tiny, "cpu")
+    fused = Fused(tiny, "cpu", min_elements=0)
 
     def out_of_memory(*args):
         raise torch.OutOfMemoryError("CUDA out of memory")
@@ -124,6 +125,22 @@ def test_running_out_of_memory_in_compiled_code_goes_on_to_the_harness(tiny):
     with pytest.raises(torch.OutOfMemoryError):
         fused.compare(ref.float(), ref, None)
     assert not fused.off                        # still on: the evaluator frees memory and judges again
+
+
+@pytest.fixture
+def every_size(monkeypatch):
+    """Compiled checks on every call, however small (layernorm_tiny's calls are all under `MIN_ELEMENTS`)."""
+    monkeypatch.setattr(fused_module, "MIN_ELEMENTS", 0)
+
+
+def test_small_calls_stay_eager(tiny):
+    fused, cfg = Fused(tiny, "cpu"), tiny.configs("small")[0]
+    inputs = tiny.make_inputs(cfg, "cpu", 2)
+    assert sum(t.numel() for t in inputs.values()) < fused.min_elements
+    assert fused.reference(cfg, inputs, lambda: pytest.fail("eager asked")) is None and not fused.agreed
+    ref = torch.ones(1000, dtype=torch.float64)
+    assert fused.compare(ref.float(), ref, None) is None
+    assert fused._reference is None and fused._compare is None       # nothing compiled
 
 
 def judge_with(task, path: Path, options: Options):
@@ -143,7 +160,7 @@ CHECKS = dict(target="cpu", shapes="small", time_kernel=False, timeout=30)
 @landlocked
 @pytest.mark.parametrize("name", ["unwritten_tail.cpp", "eps_wrong.cpp", "cache_pointer.cpp",
                                   "init_specialised.cpp"])
-def test_hostile_kernels_get_eager_verdicts_from_compiled_checks(tiny, name, monkeypatch):
+def test_hostile_kernels_get_eager_verdicts_from_compiled_checks(tiny, name, monkeypatch, every_size):
     monkeypatch.setenv(SALT_ENV, "4398046511104")             # both evaluators check on the same inputs
     path = HERE / "kernels" / "cpu" / name
     ev, fused = judge_with(tiny, path, Options(**CHECKS, compiled_checks="on"))
@@ -154,7 +171,7 @@ def test_hostile_kernels_get_eager_verdicts_from_compiled_checks(tiny, name, mon
 
 
 @landlocked
-def test_an_honest_kernel_passes_compiled_checks_timed_calls_included(tiny):
+def test_an_honest_kernel_passes_compiled_checks_timed_calls_included(tiny, every_size):
     options = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.02, timeout=30,
                       compiled_checks="on")
     ev, fused = judge_with(tiny, tiny.dir / "seeds" / "cpu.cpp", options)
