@@ -82,11 +82,12 @@ class Checker:
     def expected(self, cfg: Case, inputs: dict) -> tuple:
         """Per output, the float64 reference on `inputs` and where it is finite (None: everywhere): compiled
         where `fused` has it (after it agreed with this eager code on the configuration), else eager."""
-        if self.fused is not None:
-            got = self.fused.reference(cfg, inputs, lambda: self._expected(cfg, inputs))
-            if got is not None:
-                return got
-        return self._expected(cfg, inputs)
+        with self.clock("expected"):
+            if self.fused is not None:
+                got = self.fused.reference(cfg, inputs, lambda: self._expected(cfg, inputs))
+                if got is not None:
+                    return got
+            return self._expected(cfg, inputs)
 
     def _expected(self, cfg: Case, inputs: dict) -> tuple:
         import torch
@@ -161,6 +162,11 @@ class Checker:
         diagnosis of a failure (what is NaN, what is out of tolerance, and where) runs only when there is one,
         eagerly, and gives the verdict. `verdict_only` (a timed call's check) lets eager skip the worst absolute
         error, reported 0."""
+        with self.clock("outputs"):
+            return self._compared(expected, cfg, files, call, verdict_only)
+
+    def _compared(self, expected: tuple, cfg: Case, files: dict, call: str, verdict_only: bool
+                  ) -> tuple[str | None, float, float]:
         import torch
         task, sizes = self.task, cfg.size_dict
         outs, stats = [], []
