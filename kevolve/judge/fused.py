@@ -105,9 +105,9 @@ class Fused:
                 continue
             if (gf is None) != (wf is None) or (wf is not None and not torch.equal(gf, wf)):
                 return f"output {spec.name}: NaN or Inf where eager's is finite, or the other way round"
-            same_odd = torch.equal(torch.where(torch.isfinite(g), 0, g), torch.where(torch.isfinite(w), 0, w)) \
-                if wf is not None else True
-            if not same_odd:
+            if wf is not None and not (torch.equal(torch.isnan(g), torch.isnan(w)) and        # NaN != NaN: compared
+                                       torch.equal(torch.where(torch.isinf(g), g, 0),         # as places, and the
+                                                   torch.where(torch.isinf(w), w, 0))):       # infinities by sign
                 return f"output {spec.name}: NaN or Inf values differ from eager's"
             fin = torch.isfinite(w)
             gap = torch.where(fin, (g - w).abs() - AGREE * (task.atol + task.rtol * w.abs()), 0)

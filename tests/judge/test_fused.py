@@ -98,6 +98,20 @@ def test_a_compiled_reference_that_disagrees_with_eager_is_turned_off(tiny):
     assert all(torch.equal(a, b) for (a, _), (b, _) in zip(checker.expected(cfg, inputs), eager))
 
 
+def test_agreement_takes_nan_and_inf_where_eager_has_them(tiny):
+    fused = Fused(tiny, "cpu", min_elements=0)
+    w = torch.tensor([[1.0, float("nan"), float("inf"), -2.0]], dtype=torch.float64).expand(2, 4).contiguous()
+    same = (w.clone(), torch.isfinite(w))
+    assert fused._disagree((same,), ((w, torch.isfinite(w)),)) is None
+    flipped = w.clone()
+    flipped[0, 2] = float("-inf")
+    assert "NaN or Inf values differ" in fused._disagree(((flipped, torch.isfinite(flipped)),), ((w, torch.isfinite(w)),))
+    moved = w.clone()
+    moved[0, 1], moved[0, 0] = 1.0, float("nan")
+    assert "NaN or Inf where eager's is finite" in fused._disagree(((moved, torch.isfinite(moved)),),
+                                                                   ((w, torch.isfinite(w)),))
+
+
 def test_a_compiled_part_that_fails_is_turned_off_and_eager_used(tiny):
     fused = Fused(tiny, "cpu", min_elements=0)
     cfg = tiny.configs("small")[0]
