@@ -12,7 +12,7 @@
 //        (double), then grad_x stored from registers; each thread keeps the grad_weight / grad_bias sums of
 //        its columns (and its weight) in registers across its rows; at the end the warps' sums are added in
 //        shared memory and written as block partials; col_reduce adds the G partials per column. Two launches.
-//  rows  (N <= 16 * ROW_THREADS otherwise): the fast seed's: a block holds one row of x and grad_out in
+//  rows  (N <= 4 * ROW_VPT * ROW_THREADS otherwise): the fast seed's: a block holds one row of x and grad_out in
 //        registers, takes rows b = blockIdx.x, + G, ...; the next row's loads issued before this row is
 //        reduced (VPT <= PREFETCH_VPT); block partials, col_reduce.
 //  split (longer rows): tile_sums: per (row, tile) sums of d = x - x[row, 0], d * d, gw, gw * d (double);
@@ -30,6 +30,7 @@
 #endif
 
 constexpr int ROW_THREADS = 256;        // knob: 256, 512
+constexpr int ROW_VPT = 4;              // knob: 4, 5, 6, 8
 constexpr int64_t ROW_GROUPS = 256;     // knob: 256, 512
 constexpr int64_t STATS_BLOCKS = 1024;  // knob: 1024, 2048
 constexpr int SPLIT_THREADS = 256;      // knob: 256, 512
@@ -555,6 +556,19 @@ static int64_t launch_rows(const float* grad_out, const float* x, const float* w
     return G;
 }
 
+// launch_rows<vpt> for 1 <= vpt <= V: only the VPTs the knob allows are compiled.
+template <int V>
+static int64_t dispatch_rows(int vpt, const float* grad_out, const float* x, const float* weight, float* grad_x,
+                             float* grad_weight, float* grad_bias, float* part, int64_t part_fit, int64_t B, int64_t N,
+                             float eps, bool vec, cudaStream_t stream) {
+    if constexpr (V > 1) {
+        if (vpt < V)
+            return dispatch_rows<V - 1>(vpt, grad_out, x, weight, grad_x, grad_weight, grad_bias, part, part_fit, B, N,
+                                        eps, vec, stream);
+    }
+    return launch_rows<V>(grad_out, x, weight, grad_x, grad_weight, grad_bias, part, part_fit, B, N, eps, vec, stream);
+}
+
 extern "C" int backward(const float* grad_out, const float* x, const float* weight, const float* bias,
                         float* grad_x, float* grad_weight, float* grad_bias,
                         int64_t B, int64_t N, float eps, void* workspace, int64_t workspace_bytes,
@@ -578,10 +592,11 @@ extern "C" int backward(const float* grad_out, const float* x, const float* weig
     }
     G = 1;
 #endif
-    if (N <= 16 * ROW_THREADS) {
-        const int vpt = N <= 4 * ROW_THREADS ? 1 : N <= 8 * ROW_THREADS ? 2 : N <= 12 * ROW_THREADS ? 3 : 4;
-        G = (vpt == 1 ? launch_rows<1> : vpt == 2 ? launch_rows<2> : vpt == 3 ? launch_rows<3> : launch_rows<4>)(
-            grad_out, x, weight, grad_x, grad_weight, grad_bias, dw_part, part_fit, B, N, eps, vec, stream);
+    if (N <= 4 * ROW_VPT * ROW_THREADS) {     // ROW_VPT > 4: rows past 16 * ROW_THREADS (B=32,(4100,)) read once,
+        int vpt = (int)((N + 4 * ROW_THREADS - 1) / (4 * ROW_THREADS));   // two launches, not split's three
+        if (vpt < 1) vpt = 1;
+        G = dispatch_rows<ROW_VPT>(vpt, grad_out, x, weight, grad_x, grad_weight, grad_bias, dw_part, part_fit, B, N,
+                                   eps, vec, stream);
     } else {
         constexpr int64_t CH = SPLIT_THREADS * 4 * SPLIT_VPT;
         const int64_t chunks = (N + CH - 1) / CH;
