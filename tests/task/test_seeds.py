@@ -526,7 +526,7 @@ def emulator_configs(t: Task) -> list[Case]:
     """One configuration per small shape (the first init and seed), the last init set on the first two, and
     two shapes beyond the small set: long rows that need many tiles, or huge and tiny classes (layernorm_fwd
     and rmsnorm_fwd: two more, rows of 16384 and 12290 that their cuda_rows.cu spreads over four and two
-    cluster blocks; rmsnorm_fwd: 300 rows of 2048, more than its persistent grid takes in one pass)."""
+    cluster blocks, and 300 rows of 2048, more than their persistent grid takes in one pass)."""
     seen, configs = set(), []
     for c in t.configs("small"):
         if c.shape_id not in seen:
@@ -539,7 +539,7 @@ def emulator_configs(t: Task) -> list[Case]:
         if t.name in ("layernorm_fwd", "rmsnorm_fwd"):   # cuda_rows.cu's emulated clusters, float4 and float2
             configs += [Case((("B", 2), ("N", 16384)), t.init_sets[-1], 0),
                         Case((("B", 2), ("N", 12290)), t.init_sets[0], 1)]
-        if t.name == "rmsnorm_fwd":     # more rows than cuda_rows.cu's PERSIST grid (132 SMs x 2 rows): it loops
+            # more rows than cuda_rows.cu's PERSIST grid takes in one pass (132 SMs x 2 rows): it loops
             configs.append(Case((("B", 300), ("N", 2048)), t.init_sets[-1], 0))
     elif t.sizes == ("B", "C"):
         configs += [Case((("B", 3001), ("C", 3)), t.init_sets[-1], 0),

@@ -10,6 +10,11 @@
 //           s1 = sum d, s2 = sum d*d with d = x - x[row, 0] (float: d is O(std), so the offset init
 //           does not cancel), warp shuffles, one __syncthreads across the group's warps, the final
 //           var = s2/N - (s1/N)^2 in double. out = (d - s1/N) * rstd * w + b.
+//  persist  PERSIST > 0, rows' bandwidth-bound case with float4 and no cluster (8192x4096: 0.94x of compile,
+//           92.5% of the floor): the same rows, but a grid of PERSIST blocks per SM (at most what fits) that
+//           loop over them: each thread loads its weight and bias slices into registers once (not once per
+//           row) and the next row's x (evict-first) while it reduces and stores the current one, so each SM
+//           streams with no block boundary. Off by default: not measured on a GPU yet.
 //  cluster  N <= CLUSTER_MAX * ROW_TMAX * ROW_ELEMS (131072; 65536 where 16-block clusters cannot be
 //           scheduled): one launch, the same kernel, a row per thread-block cluster of cl blocks
 //           (cudaLaunchKernelEx, sm_90); each block's (s1, s2) goes to the others through distributed
@@ -84,6 +89,7 @@ constexpr int64_t L2_KEEP_MB = 32;      // knob: 0, 16, 32, 40
 constexpr int GRID_PATH = 0;            // knob: 0, 1
 constexpr int GRID_THREADS = 512;       // knob: 256, 512, 1024
 constexpr int GRID_ELEMS = 32;          // knob: 16, 32
+constexpr int PERSIST = 0;              // knob: 0, 1, 2, 3, 4
 constexpr int64_t MIN_TILE = 4096;      // a split_stats block sums at least this many elements
 constexpr int ROW_LB = ROW_TMAX > ROW_BLOCK ? ROW_TMAX : ROW_BLOCK;   // rows_kernel's largest block
 constexpr int64_t ROW_MAX_N = (int64_t)CLUSTER_MAX * ROW_TMAX * (ROW_ELEMS > LATE_ELEMS ? ROW_ELEMS : LATE_ELEMS);
@@ -252,6 +258,94 @@ __global__ void __launch_bounds__(ROW_LB) rows_kernel(const float* __restrict__ 
 #if LN_CLUSTERS
     if (cl > 1) cooperative_groups::this_cluster().barrier_wait();   // no block leaves while others read it
 #endif
+}
+
+// ------------------------------------------------------------------ persistent rows path (PERSIST > 0)
+// As rows_kernel with V = 4, EARLY false, cl = 1: groups of G threads per row, R = blockDim.x / G rows per
+// block iteration, but the grid (a few blocks per SM) loops over the rows, row base = blockIdx.x * R, then
+// + gridDim.x * R. The weight and bias slices of a thread's columns (fixed across rows) are loaded once; x of
+// the next iteration's row (and its shift k) is loaded before this one is reduced. The cross-warp sums
+// alternate between two halves of `red`, so one barrier per iteration suffices (a warp can be at most one
+// iteration ahead of another).
+template <int S>
+__global__ void __launch_bounds__(ROW_LB) persist_kernel(const float* __restrict__ x, const float* __restrict__ weight,
+                                                         const float* __restrict__ bias, float* __restrict__ out,
+                                                         int64_t B, int N, double inv_n, float eps, int G) {
+    constexpr int V = 4;
+    __shared__ float2 red[2][32];
+    const int tid = threadIdx.x;
+    const int gi = tid / G, lt = tid - gi * G;
+    const int R = blockDim.x / G, nv = N / V;
+    const int64_t step = (int64_t)gridDim.x * R;
+    float wv[S * V], bv[S * V], xv[S * V], xn[S * V];
+    #pragma unroll
+    for (int s = 0; s < S; ++s) {
+        const int vi = s * G + lt;
+        if (vi < nv) {
+            load_vec<V, false>(weight + vi * V, wv + s * V);
+            load_vec<V, false>(bias + vi * V, bv + s * V);
+        } else {
+            #pragma unroll
+            for (int e = 0; e < V; ++e) { wv[s * V + e] = 0.f; bv[s * V + e] = 0.f; }
+        }
+    }
+    int64_t row = (int64_t)blockIdx.x * R + gi;
+    float kn = row < B ? x[row * (int64_t)N] : 0.f;
+    #pragma unroll
+    for (int s = 0; s < S; ++s) {
+        const int vi = s * G + lt;
+        if (row < B && vi < nv) {
+            load_vec<V, true>(x + row * (int64_t)N + vi * V, xn + s * V);
+        } else {
+            #pragma unroll
+            for (int e = 0; e < V; ++e) xn[s * V + e] = kn;      // unused slots hold k: they become 0
+        }
+    }
+    int half = 0;
+    for (int64_t base = (int64_t)blockIdx.x * R; base < B; base += step, row += step, half ^= 1) {
+        const float k = kn;
+        #pragma unroll
+        for (int i = 0; i < S * V; ++i) xv[i] = xn[i];
+        const int64_t next = row + step;
+        kn = next < B ? x[next * (int64_t)N] : 0.f;
+        #pragma unroll
+        for (int s = 0; s < S; ++s) {                   // the next row's loads, in flight during this row's work
+            const int vi = s * G + lt;
+            if (next < B && vi < nv) {
+                load_vec<V, true>(x + next * (int64_t)N + vi * V, xn + s * V);
+            } else {
+                #pragma unroll
+                for (int e = 0; e < V; ++e) xn[s * V + e] = kn;
+            }
+        }
+        float s1, s2;
+        shifted_sums<S * V>(xv, k, s1, s2);
+        if (G > 32) {                                   // G is the same for the whole block
+            if ((tid & 31) == 0) red[half][tid >> 5] = make_float2(s1, s2);
+            __syncthreads();
+            const int w0 = gi * (G >> 5);
+            s1 = 0.f;
+            s2 = 0.f;
+            for (int w = 0; w < (G >> 5); ++w) { s1 += red[half][w0 + w].x; s2 += red[half][w0 + w].y; }
+        }
+        const double dm = (double)s1 * inv_n;
+        double var = (double)s2 * inv_n - dm * dm;
+        if (var < 0.0) var = 0.0;
+        const float m = (float)dm, rstd = (float)rsqrt(var + (double)eps);
+        if (row < B) {
+            float* o = out + row * (int64_t)N;
+            #pragma unroll
+            for (int s = 0; s < S; ++s) {
+                const int vi = s * G + lt;
+                if (vi < nv) {
+                    float r[V];
+                    #pragma unroll
+                    for (int e = 0; e < V; ++e) r[e] = (xv[s * V + e] - m) * rstd * wv[s * V + e] + bv[s * V + e];
+                    store_vec<V, false>(o + vi * V, r);
+                }
+            }
+        }
+    }
 }
 
 // ------------------------------------------------------------------ grid path
@@ -556,6 +650,37 @@ static int rows_dispatch(int s, const float* x, const float* weight, const float
     }
 }
 
+// The persistent path (PERSIST > 0): 0 launched, 1 not taken, 2 a launch error.
+template <int S>
+static int persist_launch(const float* x, const float* weight, const float* bias, float* out, int64_t B, int64_t N,
+                          float eps, int G, int sms, cudaStream_t stream) {
+    const int R = G < ROW_BLOCK ? ROW_BLOCK / G : 1;
+    int per = PERSIST;
+#if LN_CLUSTERS
+    int fit = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, persist_kernel<S>, R * G, 0) != cudaSuccess || fit < 1) {
+        cudaGetLastError();
+        return 1;
+    }
+    if (per > fit) per = fit;
+#endif
+    int64_t grid = (B + R - 1) / R;
+    if (grid > (int64_t)sms * per) grid = (int64_t)sms * per;
+    persist_kernel<S><<<(unsigned)grid, R * G, 0, stream>>>(x, weight, bias, out, B, (int)N, 1.0 / (double)N, eps, G);
+    return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}
+
+template <int S>
+static int persist_dispatch(int s, const float* x, const float* weight, const float* bias, float* out, int64_t B,
+                            int64_t N, float eps, int G, int sms, cudaStream_t stream) {
+    if constexpr (S * 4 > LATE_ELEMS) {
+        return 1;
+    } else {
+        if (s == S) return persist_launch<S>(x, weight, bias, out, B, N, eps, G, sms, stream);
+        return persist_dispatch<S * 2>(s, x, weight, bias, out, B, N, eps, G, sms, stream);
+    }
+}
+
 // The rows / cluster paths: 0 launched, 1 not taken (use split), 2 error.
 static int try_rows(const float* x, const float* weight, const float* bias, float* out, int64_t B, int64_t N,
                     float eps, int V, int sms, int wave_sms, cudaStream_t stream) {
@@ -573,6 +698,11 @@ static int try_rows(const float* x, const float* weight, const float* bias, floa
     int cl_min = 1;
     while (need > (int64_t)cl_min * ROW_TMAX) cl_min <<= 1;
     if (cl_min > CLUSTER_MAX) return 1;
+    if (PERSIST > 0 && !early && V == 4 && cl_min == 1) {
+        const int G = (int)((need + 31) / 32 * 32);
+        const int rc = persist_dispatch<1>(S, x, weight, bias, out, B, N, eps, G, sms, stream);
+        if (rc != 1) return rc;
+    }
     int cl = cl_min;                                      // spread few rows over more blocks
     while (cl * 2 <= CLUSTER_MAX && B * cl * 2 <= sms && (need + 2 * cl - 1) / (2 * cl) >= SPREAD_MIN) cl <<= 1;
     for (; cl >= cl_min; cl >>= 1) {
