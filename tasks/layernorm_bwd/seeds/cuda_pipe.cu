@@ -19,6 +19,12 @@
 //        split_grad: grid (column chunks, the last first: still in L2; row groups), each block merges the
 //        tile sums of its rows itself and walks them, writing grad_x and summing grad_weight / grad_bias in
 //        registers; then col_reduce when there is more than one row group. x and grad_out are read twice.
+// PDL = 1 (sm_90): the second and third launches of a call (split_grad after tile_sums, col_reduce after the
+// rows, pipe or split kernel) are programmatic dependent launches: the kernel before lets them launch as soon
+// as all its blocks have started (griddepcontrol.launch_dependents), and they wait (griddepcontrol.wait) for
+// its completion and memory before reading what it wrote, so the launch gap of a dependent kernel (~1-2 us on
+// the small shapes) overlaps the earlier kernel's tail. The call's first kernel is launched as usual: nothing
+// of a call overlaps the work before it. Off by default: not measured on a GPU yet.
 // Loads are float4 when N % 4 == 0 and every [B, N] pointer and weight are 16-byte aligned (the harness
 // gives some calls element alignment only), else scalar. Every workspace word read was written in this call.
 #include <cstdint>
@@ -31,6 +37,7 @@
 
 constexpr int ROW_THREADS = 256;        // knob: 256, 512
 constexpr int ROW_VPT = 4;              // knob: 4, 5, 6, 8
+constexpr int PDL = 0;                  // knob: 0, 1
 constexpr int64_t ROW_GROUPS = 256;     // knob: 256, 512
 constexpr int64_t STATS_BLOCKS = 1024;  // knob: 1024, 2048
 constexpr int SPLIT_THREADS = 256;      // knob: 256, 512
@@ -43,6 +50,18 @@ constexpr int PIPE_STAGES = 3;          // knob: 2, 3, 4
 constexpr int WARP_VPT = 8;             // knob: 4, 8
 constexpr int64_t PIPE_MAXN = 8192;     // knob: 0, 4096, 8192
 constexpr int64_t PIPE_MINB = 256;      // knob: 64, 256, 1024
+
+// Programmatic dependent launch (PDL): no-ops unless PDL and compiled for sm_90 or later.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (PDL != 0) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (PDL != 0) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 struct Sums { double s1, s2, s3, s4; };   // sum d, d*d, gw, gw*d over a tile, d = x - x[row, 0]
 
@@ -121,6 +140,7 @@ __global__ void __launch_bounds__(ROW_THREADS) rows_bwd(const float* __restrict_
                                                         float* __restrict__ dw_out, float* __restrict__ db_out,
                                                         int64_t B, int64_t N, float eps, bool vec) {
     __shared__ double sh[3][32];
+    pdl_trigger();                                    // col_reduce may launch; it waits for this grid to end
     float dw[4 * VPT], db[4 * VPT];
     #pragma unroll
     for (int k = 0; k < 4 * VPT; ++k) { dw[k] = 0.f; db[k] = 0.f; }
@@ -183,6 +203,7 @@ __global__ void __launch_bounds__(256) col_reduce(const float* __restrict__ dw_p
                                                   float* __restrict__ grad_weight, float* __restrict__ grad_bias,
                                                   int64_t N, int64_t G) {
     __shared__ double sh[2][8][33];
+    pdl_wait();                                       // the partials of the kernel before are complete
     const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
     double dw = 0.0, db = 0.0;
     if (j < N)
@@ -204,6 +225,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS) tile_sums(const float* __restri
                                                            const float* __restrict__ weight, Sums* __restrict__ sums,
                                                            int64_t B, int64_t N, int64_t len, int64_t tpr) {
     __shared__ double sh[4][32];
+    pdl_trigger();
     const int64_t b = blockIdx.x % B, t = blockIdx.x / B;        // tile-major: the last tiles go last
     const int64_t j0 = t * len, j1 = j0 + len < N ? j0 + len : N;
     const float* xr = x + b * N;
@@ -260,6 +282,8 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_grad(const float* __restr
         dw[k] = 0.f;
         db[k] = 0.f;
     }
+    pdl_trigger();
+    pdl_wait();                                       // tile_sums' sums are complete (the weight loads overlapped)
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     const double inv_n = 1.0 / (double)N;
     for (int64_t g = b0; g < b1; g += WARPS) {
@@ -367,6 +391,7 @@ __global__ void __launch_bounds__(512) pipe_bwd(const float* __restrict__ grad_o
                                                 float* __restrict__ part, int64_t B, int64_t N, int R, float eps) {
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ double sh[3][32];
+    pdl_trigger();
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem);
     float* stages = reinterpret_cast<float*>(smem + PIPE_HEAD);
     const int64_t SN = (int64_t)R * N;
@@ -525,6 +550,29 @@ static int64_t launch_pipe(const float* grad_out, const float* x, const float* w
 }
 #endif
 
+// kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent launch when PDL (sm_90; the kernel
+// calls pdl_wait before reading what the previous launch wrote); a plain launch when that is refused.
+template <class... P, class... A>
+static void launch_after(void (*kernel)(P...), dim3 grid, dim3 block, cudaStream_t stream, A... args) {
+#if LN_PIPE
+    if (PDL != 0) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream = stream;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        if (cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...) == cudaSuccess) return;
+        cudaGetLastError();
+    }
+#endif
+    kernel<<<grid, block, 0, stream>>>(args...);
+}
+
 // How many blocks of this kernel the GPU holds at once (without nvcc, under the CPU emulator: ROW_GROUPS).
 template <class Kernel>
 static int64_t resident_blocks(Kernel kernel, int threads) {
@@ -586,8 +634,8 @@ extern "C" int backward(const float* grad_out, const float* x, const float* weig
 #if LN_PIPE
     if (vec && N <= PIPE_MAXN && B >= PIPE_MINB
         && (G = launch_pipe(grad_out, x, weight, grad_x, dw_part, part_fit, B, N, eps, stream)) > 0) {
-        col_reduce<<<(unsigned)((N + 31) / 32), dim3(32, 8), 0, stream>>>(dw_part, dw_part + G * N, grad_weight,
-                                                                         grad_bias, N, G);     // partials even when G == 1
+        launch_after(col_reduce, dim3((unsigned)((N + 31) / 32)), dim3(32, 8), stream, (const float*)dw_part,
+                     (const float*)(dw_part + G * N), grad_weight, grad_bias, N, G);   // partials even when G == 1
         return cudaGetLastError() == cudaSuccess ? 0 : 1;
     }
     G = 1;
@@ -620,11 +668,11 @@ extern "C" int backward(const float* grad_out, const float* x, const float* weig
         tile_sums<<<(unsigned)(B * tpr), SPLIT_THREADS, 0, stream>>>(grad_out, x, weight, sums, B, N, len, tpr);
         float* dw = G == 1 ? grad_weight : dw_part;
         float* db = G == 1 ? grad_bias : dw_part + G * N;
-        split_grad<<<dim3((unsigned)chunks, (unsigned)G), SPLIT_THREADS, 0, stream>>>(
-            grad_out, x, weight, sums, grad_x, dw, db, B, N, tpr, rpg, eps, vec);
+        launch_after(split_grad, dim3((unsigned)chunks, (unsigned)G), dim3(SPLIT_THREADS), stream, grad_out, x, weight,
+                     (const Sums*)sums, grad_x, dw, db, B, N, tpr, rpg, eps, vec);
     }
     if (G > 1)
-        col_reduce<<<(unsigned)((N + 31) / 32), dim3(32, 8), 0, stream>>>(dw_part, dw_part + G * N, grad_weight,
-                                                                         grad_bias, N, G);
+        launch_after(col_reduce, dim3((unsigned)((N + 31) / 32)), dim3(32, 8), stream, (const float*)dw_part,
+                     (const float*)(dw_part + G * N), grad_weight, grad_bias, N, G);
     return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
