@@ -10,9 +10,10 @@
 #   3. TESTS (default: the judge's and the adversarial gpu tests, without the per-task seed sweeps) for TESTS_S.
 #   0. first, if FUSED names tasks: experiments/bench_fused.py --device cuda --shapes bench on them (the compiled
 #      reference and comparison alone, against eager).
-# Next device call (stop 33's plan): FUSED="layernorm_fwd layernorm_bwd rmsnorm_fwd rmsnorm_bwd cross_entropy_fwd
-#   cross_entropy_bwd" PROFILE=layernorm_bwd:tasks/layernorm_bwd/best/cuda.cu CHECKS="off on"
-#   TESTS="tests/judge/test_gpu.py" MARK=gpu bash experiments/gpu_profile.sh
+# Stop 33's plan, two device calls of under 10 minutes each:
+#   FUSED="layernorm_fwd layernorm_bwd rmsnorm_fwd rmsnorm_bwd cross_entropy_fwd cross_entropy_bwd"
+#     PROFILE=layernorm_bwd:tasks/layernorm_bwd/best/cuda.cu CHECKS="off on" TESTS_S=0 bash experiments/gpu_profile.sh
+#   PROFILE=" " TESTS="tests/judge/test_gpu.py" TESTS_S=420 bash experiments/gpu_profile.sh   (PROFILE=" ": none)
 # $OUT gets logs.tgz (every log, each judgement's cProfile) and summary.txt (also printed last).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -23,7 +24,8 @@ say() { echo "$*" | tee -a "$summary"; }
 say "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader 2>&1)"
 t0=$(date +%s)
 if [ -n "${FUSED:-}" ]; then
-  timeout ${FUSED_S:-240} python3 experiments/bench_fused.py --device cuda --shapes bench $FUSED > "$res/bench_fused.txt" 2>&1
+  timeout ${FUSED_S:-300} python3 experiments/bench_fused.py --device cuda --shapes bench --reps ${FUSED_REPS:-3} $FUSED \
+    > "$res/bench_fused.txt" 2>&1
   say "bench_fused: exit $? after $(( $(date +%s) - t0 )) s"
   grep -v " done$" "$res/bench_fused.txt" | tail -$(( $(echo $FUSED | wc -w) + 3 )) | tee -a "$summary"
 fi
