@@ -12,6 +12,10 @@ compiled on first use with dynamic shapes (one graph serves every configuration;
 new dtype, a size of 0 or 1, a new scalar value). Calls of fewer than `MIN_ELEMENTS` elements stay eager.
 
 Guarantees:
+- before its first use for outputs of a dtype, the compiled comparison passes a self-test (`Fused._self_test`):
+  elements off by 3 tolerances, NaN and infinities planted at both ends and in the middle of a 1M-element
+  output are all counted, none where the reference is not finite, and the worst passing ratio is the one
+  planted; else it is turned off;
 - the verdict is never the compiled code's alone to give: the comparison counts the elements NOT within
   tolerance (`not err <= tol`: a NaN is counted), and any count above zero is diagnosed by the eager code
   (`Checker._diagnose`), which gives the verdict and its text; a pass needs the count to be zero;
@@ -35,6 +39,7 @@ import threading
 log = logging.getLogger(__name__)
 
 AGREE = 1e-3        # the compiled reference may differ from eager's by this fraction of the task's tolerance
+SELF_TEST_N = (1 << 20) + 7   # the comparison's self-test: its graph is first compiled on this size
 MIN_ELEMENTS = 1 << 16   # smaller calls stay eager: Dynamo's guards cost more than eager's few small kernels
                          # (on the CPU, a 1000-element comparison: 19 µs compiled, 10 µs eager)
 
@@ -49,6 +54,7 @@ class Fused:
         self.off: dict[str, str] = {}
         self.agreed: set = set()            # configuration ids whose compiled reference matched eager's
         self._reference = self._compare = self._compare_masked = None
+        self.tested: set = set()            # (masked, output dtype) whose compiled comparison passed `_self_test`
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the reference
@@ -126,17 +132,64 @@ class Fused:
             return None
         task = self.task
         try:
-            if finite is None:
-                if self._compare is None:
-                    self._compare = _compile(_stats)
-                return self._compare(out.reshape(-1), ref.reshape(-1), task.atol, task.rtol)
-            if self._compare_masked is None:
-                self._compare_masked = _compile(_stats_masked)
-            return self._compare_masked(out.reshape(-1), ref.reshape(-1), finite.reshape(-1), task.atol, task.rtol)
+            masked = finite is not None
+            fn = self._compiled_compare(masked, out.dtype)
+            if fn is None:
+                return None
+            if not masked:
+                return fn(out.reshape(-1), ref.reshape(-1), task.atol, task.rtol)
+            return fn(out.reshape(-1), ref.reshape(-1), finite.reshape(-1), task.atol, task.rtol)
         except Exception as e:          # noqa: BLE001
             _unless_out_of_memory(e)
             self._turn_off("compare", f"{type(e).__name__}: {str(e)[:300]}")
             return None
+
+    def _compiled_compare(self, masked: bool, dtype):
+        """The compiled comparison (masked: with the reference's finite mask) once it has passed its self-test
+        for outputs of `dtype` (`_self_test`); None (and turned off) when it fails it."""
+        if masked and self._compare_masked is None:
+            self._compare_masked = _compile(_stats_masked)
+        if not masked and self._compare is None:
+            self._compare = _compile(_stats)
+        fn = self._compare_masked if masked else self._compare
+        if (masked, dtype) not in self.tested:
+            why = self._self_test(fn, masked, dtype)
+            if why:
+                self._turn_off("compare", why)
+                return None
+            self.tested.add((masked, dtype))
+        return fn
+
+    def _self_test(self, fn, masked: bool, dtype) -> str | None:
+        """The compiled comparison on a crafted output of `dtype` (SELF_TEST_N elements, first compiled on it)
+        with known answers: elements 3 tolerances off, NaN, +Inf and -Inf planted at both ends and in the middle
+        must all be counted, one half a tolerance off must be the worst ratio of the rest (0.5), and where the
+        reference is not finite (masked) nothing may count. Why it is wrong, or None."""
+        import torch
+        task, n = self.task, SELF_TEST_N
+        ref = torch.linspace(-3, 3, n, dtype=torch.float64, device=self.device).to(dtype).double()
+        tol = task.atol + task.rtol * ref.abs()
+        out = ref.clone()
+        off = [0, 1, n // 2, n - 2, n - 1]
+        out[off] = ref[off] + 3 * tol[off]
+        odd = [7, n // 3, n - 5]
+        out[odd] = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=torch.float64, device=self.device)
+        out[n // 4] = ref[n // 4] + 0.5 * tol[n // 4]
+        if masked:
+            skip = [3, n // 5, n - 3]
+            ref[skip] = torch.tensor([float("nan"), float("inf"), float("nan")], dtype=torch.float64, device=self.device)
+            out[skip[2]] = float("nan")
+            finite = torch.isfinite(ref)
+            got = fn(out.to(dtype), ref, finite, task.atol, task.rtol)
+        else:
+            got = fn(out.to(dtype), ref, task.atol, task.rtol)
+        bad, worst, _ = got.tolist()
+        planted = len(off) + len(odd)
+        if bad != planted:
+            return f"self-test ({dtype}{', masked' if masked else ''}): counted {bad:g} of {planted} planted elements"
+        if not 0.4 <= worst <= 0.6:
+            return f"self-test ({dtype}{', masked' if masked else ''}): worst passing ratio {worst:.3g}, 0.5 planted"
+        return None
 
     def _turn_off(self, part: str, why: str) -> None:
         with self._lock:

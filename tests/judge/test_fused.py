@@ -81,6 +81,26 @@ def test_the_compiled_comparison_counts_what_eager_rejects(tiny):
     assert not fused.off
 
 
+def test_the_compiled_comparison_passes_its_self_test_and_a_miscounting_one_is_turned_off(tiny):
+    fused = Fused(tiny, "cpu", min_elements=0)
+    for masked in (False, True):
+        for dtype in (torch.float32, torch.float64):
+            assert fused._compiled_compare(masked, dtype) is not None
+    assert fused.tested == {(m, d) for m in (False, True) for d in (torch.float32, torch.float64)}
+    assert not fused.off
+
+    def nan_blind(out, ref, atol, rtol):        # (ratio > 1).sum(): a NaN compares false, so it slips through
+        ratio = (out.double() - ref).abs() / (ref.abs() * rtol + atol)
+        ok = ~(ratio > 1)
+        return torch.stack([(ratio > 1).sum().double(), torch.where(ok, ratio, 0).nan_to_num(0).amax(),
+                            torch.zeros((), dtype=torch.float64)])
+    blind = Fused(tiny, "cpu", min_elements=0)
+    blind._compare = nan_blind
+    ref = torch.ones(8, dtype=torch.float64)
+    assert blind.compare(ref.float(), ref, None) is None
+    assert "self-test (torch.float32): counted 7 of 8 planted elements" in blind.off["compare"]
+
+
 def test_a_compiled_reference_that_disagrees_with_eager_is_turned_off(tiny):
     fused, checker = Fused(tiny, "cpu", min_elements=0), Checker(tiny, Options())
     cfg = tiny.configs("small")[0]
