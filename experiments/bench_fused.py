@@ -60,8 +60,8 @@ def main() -> None:
             why = fused._disagree(got, want)
             if why:
                 disagree.append(f"{cfg.id}: {why}")
-            eager_s += timed(lambda: checker._expected(cfg, inputs), args.reps, sync)
-            compiled_s += timed(lambda: fused._run_reference(cfg, inputs), args.reps, sync)
+            eager_s += timed(lambda c=cfg, i=inputs: checker._expected(c, i), args.reps, sync)
+            compiled_s += timed(lambda c=cfg, i=inputs: fused._run_reference(c, i), args.reps, sync)
             for spec, (ref, finite) in zip(task.outputs, want):
                 if ref.dtype.is_floating_point and (biggest is None or ref.numel() > biggest[1].numel()):
                     biggest = (spec, ref, finite)

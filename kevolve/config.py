@@ -19,8 +19,8 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from kevolve.llm.config import LLMConfig
 from kevolve.judge.options import COMPILED_CHECKS
+from kevolve.llm.config import LLMConfig
 from kevolve.llm.config import validate as validate_llm
 
 

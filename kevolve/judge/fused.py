@@ -33,8 +33,8 @@ eager's does: matmul and convolution call the same libraries).
 from __future__ import annotations
 
 import logging
-import math
-import threading
+
+from kevolve.task.spec import as_list
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,6 @@ class Fused:
         self.agreed: set = set()            # configuration ids whose compiled reference matched eager's
         self._reference = self._compare = self._compare_masked = None
         self.tested: set = set()            # (masked, output dtype) whose compiled comparison passed `_self_test`
-        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the reference
     def reference(self, cfg, inputs: dict, eager) -> tuple | None:
@@ -192,10 +191,9 @@ class Fused:
         return None
 
     def _turn_off(self, part: str, why: str) -> None:
-        with self._lock:
-            if part not in self.off:
-                self.off[part] = why
-                log.warning("compiled %s of task %s turned off, eager from now on: %s", part, self.task.name, why)
+        if part not in self.off:
+            self.off[part] = why
+            log.warning("compiled %s of task %s turned off, eager from now on: %s", part, self.task.name, why)
 
 
 def _unless_out_of_memory(e: Exception) -> None:
@@ -221,7 +219,7 @@ def _reference_fn(task):
 
     def reference(inputs: tuple, kwargs: dict):
         up = [t.double() if t.dtype.is_floating_point else t for t in inputs]
-        refs = _as_list(task.reference(*up, **kwargs))
+        refs = as_list(task.reference(*up, **kwargs))
         flags = [torch.isfinite(r).all() for r in refs if r.dtype.is_floating_point]
         return refs, (torch.stack(flags) if flags else None)
     return reference
@@ -246,12 +244,3 @@ def _summary(err, ratio):
     bad = torch.logical_not(ok).sum().double()
     return torch.stack([bad, torch.where(ok, ratio, 0).amax(), torch.where(ok, err, 0).amax()])
 
-
-def _as_list(result) -> list:
-    return list(result) if isinstance(result, (tuple, list)) else [result]
-
-
-def finite_worst(stats) -> tuple[int, float, float]:
-    """(bad, worst ratio, worst error) of `Fused.compare`'s tensor, read at once by the caller's one sync."""
-    bad, ratio, err = (float(v) for v in stats)
-    return int(bad) if math.isfinite(bad) else 1, ratio, err

@@ -30,6 +30,7 @@ from pathlib import Path
 from kevolve.judge import build as builder
 from kevolve.judge import baseline_cache, exchange, gpu_lock, noise, rules, symbols, timed
 from kevolve.judge.checks import Checker
+from kevolve.judge.fused import Fused
 from kevolve.judge.options import Options
 from kevolve.judge.phases import Phases
 from kevolve.judge.process import WorkerDied, WorkerProcess
@@ -232,7 +233,6 @@ def _fused(task, options: Options, reuse: Reuse | None, info: dict):
     evaluator that keeps them across judgements (a search's; one judgement alone would pay the compile for
     little) — and only for a Landlock-confined worker: the evaluator's Inductor and Triton caches must be out of
     a kernel's reach. None: eager checks."""
-    from kevolve.judge.fused import Fused
     mode = options.compiled_checks
     if mode == "off" or not (info.get("confinement") or {}).get("landlock"):
         return None

@@ -9,6 +9,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
+from kevolve.judge.fused import Fused
 from kevolve.judge.options import Options
 from kevolve.judge.process import WorkerProcess
 from kevolve.judge.results import Measurement, Stats
@@ -149,7 +150,6 @@ class Reuse:
 
     def fused(self, task, device: str):
         """The task's compiled checks on `device` (`judge.fused.Fused`), compiled once for every judgement."""
-        from kevolve.judge.fused import Fused
         key = (task.name, str(task.dir), device)
         if key not in self.compiled:
             self.compiled[key] = Fused(task, device)

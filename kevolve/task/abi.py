@@ -23,7 +23,7 @@ import ctypes
 from dataclasses import dataclass
 from typing import Any
 
-from kevolve.task.spec import SCALAR_TYPES, Case, Task
+from kevolve.task.spec import SCALAR_TYPES, Case, Task, as_list
 
 ABIS = ("c", "torch")
 _CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double, "int64_t": ctypes.c_int64}
@@ -112,7 +112,7 @@ class TorchKernel:
                   for s in self.task.scalars}
         call = self.task.torch_call
         if call is None:
-            return Returned(tuple(_as_list(self._undeclared([inputs[s.name] for s in self.task.inputs],
+            return Returned(tuple(as_list(self._undeclared([inputs[s.name] for s in self.task.inputs],
                                                             list(values.values())))),
                             (None,) * len(self.task.outputs))
         dims = call.dim_values(sizes, dict(case.dims) if case is not None else None)
@@ -124,7 +124,7 @@ class TorchKernel:
                 raise
             raise TypeError(f"`{self.task.direction}` does not take the task's torch-ABI arguments "
                             f"({describe(args)}): {e}") from None
-        return Returned(tuple(_as_list(result)), tuple(call.view(name, sizes, dims) for name in call.returns))
+        return Returned(tuple(as_list(result)), tuple(call.view(name, sizes, dims) for name in call.returns))
 
     def _undeclared(self, args: list, scalars: list):
         if self.with_scalars is None:          # first call: does it take the scalars (eps, ...) or not?
@@ -174,6 +174,3 @@ def describe(args: list) -> str:
         return repr(a)
     return ", ".join(one(a) for a in args)
 
-
-def _as_list(result) -> list:
-    return list(result) if isinstance(result, (tuple, list)) else [result]

@@ -267,12 +267,12 @@ class Task:
     def call_reference(self, inputs: dict, case: Case) -> list:
         """`reference` on `inputs` with the sizes and scalar values of `case`."""
         args, kwargs = self._args(inputs, case)
-        return _as_list(self.reference(*args, **kwargs))
+        return as_list(self.reference(*args, **kwargs))
 
     def call_baseline(self, inputs: dict, case: Case) -> list:
         """`baseline` on `inputs` with the sizes and scalar values of `case`."""
         args, kwargs = self._args(inputs, case)
-        return _as_list(self.baseline(*args, **kwargs))
+        return as_list(self.baseline(*args, **kwargs))
 
     def _args(self, inputs: dict, case: Case) -> tuple[list, dict]:
         if not isinstance(case, Case):
@@ -288,7 +288,8 @@ def _checked_draw(spec: TensorSpec, drawn: dict, shape: tuple[int, ...]):
     return t
 
 
-def _as_list(result) -> list:
+def as_list(result) -> list:
+    """What a reference, baseline or torch-ABI kernel returned, as a list of its outputs (one tensor: one)."""
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
