@@ -41,13 +41,15 @@ def main() -> None:
     ap.add_argument("--reference-gb", type=float, default=16.0)
     ap.add_argument("--compiled-checks", default="auto", choices=("auto", "on", "off"),
                     help="the evaluator's reference and comparison by torch.compile (judge/fused.py; auto: on cuda)")
+    ap.add_argument("--cpu-flush", default="lines", choices=("lines", "llc"),
+                    help="how a timed CPU call is made cold (judge/timing.py CpuClock)")
     ap.add_argument("--no-reuse", action="store_true", help="a fresh worker, references and baselines each time")
     ap.add_argument("--profile", default=None, help="cProfile the last judgement; its top functions go here")
     args = ap.parse_args()
     task = load_task(args.task)
     shapes = args.shapes or ("bench" if args.target == "cuda" else "small")
     options = Options(target=args.target, shapes=shapes, reps=args.reps, budget_s=args.budget, time_inits="first",
-                      compiled_checks=args.compiled_checks)
+                      compiled_checks=args.compiled_checks, cpu_flush=args.cpu_flush)
     built = build.build(Path(args.kernel).read_text(), args.target, "c")
     if not built.ok:
         raise SystemExit(f"build failed: {built.error}")
@@ -65,14 +67,15 @@ def main() -> None:
             wall = time.perf_counter() - t0
             rows.append([i + 1, "yes" if ev.correct else f"no ({ev.stage})", f"{wall:.1f}",
                          *(f"{ev.phases.get(p, 0.0):.1f}" for p in PHASES),
-                         f"{ev.speedup:.2f}x" if ev.speedup else "-"])
+                         f"{ev.speedup:.2f}x" if ev.speedup else "-", ev.work.get("timed_calls", 0),
+                         f"{ev.work.get('flushed_bytes', 0) / 2**20:.0f}"])
             print(f"judgement {i + 1}: {ev.failure or 'correct'}", flush=True)
     finally:
         if reuse:
             reuse.close()
     print(f"{args.task} on {shapes} ({args.target}), kernel {args.kernel}, "
           f"{'fresh each time' if args.no_reuse else 'reuse (search default)'}")
-    print(table(rows, ["#", "correct", "wall s", *PHASES, "speedup"]))
+    print(table(rows, ["#", "correct", "wall s", *PHASES, "speedup", "timed calls", "flushed MiB"]))
     print("last judgement, every phase (s): " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(ev.phases.items())))
     if reuse and reuse.compiled:
         for (name, _, device), f in reuse.compiled.items():

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from kevolve.judge.options import COMPILED_CHECKS
+from kevolve.judge.options import COMPILED_CHECKS, CPU_FLUSH
 from kevolve.llm.config import LLMConfig
 from kevolve.llm.config import validate as validate_llm
 
@@ -193,6 +193,8 @@ class ResourcesConfig:
                                          # passes) | files; KEVOLVE_EXCHANGE overrides it
     compiled_checks: str = "auto"        # the evaluators' float64 references and output comparisons compiled by
                                          # torch.compile (judge/fused.py): auto (on cuda) | on | off
+    cpu_flush: str = "lines"             # cpu: how a timed call is made cold (judge/timing.py CpuClock): lines (its
+                                         # own buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten)
 
 
 LOGGERS = ("none", "wandb")
@@ -288,6 +290,7 @@ def validate(c: Config) -> None:
     need(r.exchange in ("auto", "files"), "resources.exchange", r.exchange, "auto or files")
     need(r.compiled_checks in COMPILED_CHECKS, "resources.compiled_checks", r.compiled_checks,
          " | ".join(COMPILED_CHECKS) + " (auto: on cuda)")
+    need(r.cpu_flush in CPU_FLUSH, "resources.cpu_flush", r.cpu_flush, " | ".join(CPU_FLUSH))
     need(r.cuda_arch is None or bool(re.fullmatch(r"\d{2,3}a?", str(r.cuda_arch))), "resources.cuda_arch",
          r.cuda_arch, 'null or an nvcc architecture such as "90a" or "80"')
     try:

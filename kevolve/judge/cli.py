@@ -4,7 +4,10 @@ Judges one kernel file on one task: prints a table per configuration (eager, com
 fraction of the memory floor, error), then, as the last line of stdout, one JSON object (`Evaluation.summary`).
 Exit status: 0 correct, 1 rejected (any reason), 2 bad usage (unknown task, missing file, bad value).
 Defaults: target=cuda when a GPU is visible, else cpu; shapes=bench on cuda, small on cpu; compiled_checks=auto
-(eager checks: one judgement would pay torch.compile's compile for little; `on` compiles them, judge/fused.py).
+(eager checks: one judgement would pay torch.compile's compile for little; `on` compiles them, judge/fused.py);
+timing effort per target (`EFFORT`): on cuda 100 calls per contender and configuration, every (shape, init)
+timed; on cpu 50 calls, one init per shape timed (as a search times: every configuration is still checked for
+correctness) — one CPU seed on `small` in about a minute on 2 cores. `time_inits=all reps=100` restores the rest.
 """
 from __future__ import annotations
 
@@ -14,9 +17,11 @@ from pathlib import Path
 
 USAGE = ("usage: python -m kevolve.evaluate task=NAME kernel=PATH [target=cpu|cuda] [abi=c|torch] "
          "[shapes=small|bench] [timeout=SECONDS] [reps=N] [calls=N] [baselines=eager,compile,compile-max-autotune] "
-         "[compiled_checks=auto|on|off]")
+         "[compiled_checks=auto|on|off] [time_inits=all|first] [cpu_flush=lines|llc]")
 KEYS = {"task", "kernel", "target", "abi", "shapes", "timeout", "reps", "baselines", "budget", "calls",
-        "compiled_checks"}
+        "compiled_checks", "time_inits", "cpu_flush"}
+EFFORT = {"cuda": dict(reps=100, budget_s=0.5, time_inits="all"),     # the timing effort a target gets unless told
+          "cpu": dict(reps=50, budget_s=0.15, time_inits="first")}
 
 
 class UsageError(Exception):
@@ -56,11 +61,17 @@ def options_from(args: dict[str, str], task):
         raise UsageError(f"baselines must be a comma-separated subset of {','.join(BASELINES)}, "
                          f"not {args['baselines']!r}")
     from kevolve.judge.options import COMPILED_CHECKS
+    from kevolve.judge.options import CPU_FLUSH
     compiled = args.get("compiled_checks", "auto")
     if compiled not in COMPILED_CHECKS:
         raise UsageError(f"compiled_checks must be one of {', '.join(COMPILED_CHECKS)} (the evaluator's reference and "
                          f"comparison by torch.compile; auto: off for one judgement), not {compiled!r}")
-    kw = dict(target=target, abi=abi, shapes=shapes, baselines=baselines, compiled_checks=compiled)
+    kw = dict(target=target, abi=abi, shapes=shapes, baselines=baselines, compiled_checks=compiled, **EFFORT[target])
+    for key, allowed in (("time_inits", ("all", "first")), ("cpu_flush", CPU_FLUSH)):
+        if key in args:
+            if args[key] not in allowed:
+                raise UsageError(f"{key} must be one of {', '.join(allowed)}, not {args[key]!r}")
+            kw[key] = args[key]
     for key, conv, low in (("timeout", float, 1), ("reps", int, 1), ("budget", float, 0.01), ("calls", int, 1)):
         if key in args:
             try:

@@ -148,7 +148,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         return Evaluation(**base, correct=failure is None, stage=stage, failure=failure,
                           measurements=tuple(measurements if ms is None else ms),
                           eval_seconds=time.perf_counter() - start, device=device_name, bandwidth_gbs=bandwidth,
-                          phases=clock.done(), baselines_reused=baselines_reused, log=worker.stderr_text()[-4000:],
+                          phases=clock.done(), work=dict(clock.work), baselines_reused=baselines_reused,
+                          log=worker.stderr_text()[-4000:],
                           speedup_ci=speedup_ci if failure is None else None)
     clock.gpu = _own_device_lock(options)
     try:
@@ -156,7 +157,7 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             with clock("load"):
                 info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_path, abi=options.abi,
                                    target=options.target, module=module, exchange=str(files),
-                                   threads=options.threads, load=False)
+                                   threads=options.threads, load=False, **_cold(options))
         except WorkerDied as e:
             info = {"error": f"{e.kind}: {e.detail}"}
         if reuse and (info.get("confinement") or {}).get("landlock"):
@@ -226,6 +227,16 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         stage = "correctness" if len(measurements) < len(configs) or not options.time_kernel else "timing"
         where = configs[len(measurements)].id + ": " if len(measurements) < len(configs) else ""
         return verdict(stage, f"{where}{e.kind}: {e.detail}")
+
+
+def _cold(options: Options) -> dict:
+    """How the worker's CPU clock makes a timed call cold (`timing.CpuClock`): the mode, and the evictor's library
+    (`judge.evict`, built once per node) for `lines`."""
+    if options.target != "cpu":
+        return {}
+    from kevolve.judge import evict
+    return {"cpu_flush": options.cpu_flush,
+            "evict": evict.library(options.cache_dir) if options.cpu_flush == "lines" else None}
 
 
 def _fused(task, options: Options, reuse: Reuse | None, info: dict):
@@ -409,7 +420,7 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
         nonlocal device
         info = worker.call("init", options.timeout + 120, task_dir=task.ref, lib=lib_a, abi=options.abi,
                            target=options.target, module=module_a, exchange=str(files), threads=options.threads,
-                           also=[lib_b], load=False)
+                           also=[lib_b], load=False, **_cold(options))
         if "error" not in info:
             worker.call("seal", 60)        # no baselines to compile: sealed before either kernel's code runs
             info = {**info, **worker.call("load", options.timeout + 60)}

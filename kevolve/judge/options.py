@@ -29,9 +29,12 @@ class Options:
     cache_dir: str | None = None   # resources.cache_dir: where the node keeps builds and torch.compile's caches
     compiled_checks: str = "auto"  # the evaluator's reference and comparison compiled (judge/fused.py): auto (on
                                    # CUDA, where an evaluator keeps them across judgements) | on | off
+    cpu_flush: str = "lines"       # how a timed CPU call is made cold (judge/timing.py CpuClock): lines (its own
+                                   # buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten, the old way)
 
 
 COMPILED_CHECKS = ("auto", "on", "off")
+CPU_FLUSH = ("lines", "llc")       # judge/timing.py CpuClock
 
 
 def default_shapes(target: str) -> str:

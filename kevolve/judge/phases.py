@@ -38,6 +38,7 @@ class Phases:
         self.seconds: dict[str, float] = collections.defaultdict(float)
         self.trace = bool(os.environ.get("KEVOLVE_TRACE")) if trace is None else trace
         self.gpu: DeviceLock | None = None
+        self.work: dict[str, int] = collections.defaultdict(int)
 
     @contextlib.contextmanager
     def __call__(self, phase: str, what: str = ""):
@@ -71,6 +72,16 @@ class Phases:
         for name, s in seconds.items():
             if isinstance(name, str) and len(name) < 32 and isinstance(s, (int, float)) and 0 <= s < 1e6:
                 self.seconds[f"worker {name}"] += float(s)
+
+    def count(self, work: dict | None) -> None:
+        """The worker's count of a timing command's work (`{"timed_calls": n, "flushed_bytes": b}`): summed into
+        `work`, the judgement's cost in units that do not depend on the clock. Anything but a small dict of
+        non-negative integers is ignored (it is the worker's word: a diagnostic, never a verdict's input)."""
+        if not isinstance(work, dict) or len(work) > 8:
+            return
+        for name, n in work.items():
+            if isinstance(name, str) and len(name) < 32 and isinstance(n, int) and 0 <= n < 1 << 62:
+                self.work[name] += n
 
     def done(self) -> dict[str, float]:
         return dict(self.seconds)

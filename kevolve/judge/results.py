@@ -95,6 +95,7 @@ class Evaluation:
     baselines_reused: bool = False  # baseline times from this evaluator's recent judgements, not timed afresh
     log: str = field(default="", compare=False)
     speedup_ci: tuple | None = None  # 95% bootstrap interval of `speedup` over the timed samples (judge.noise)
+    work: dict = field(default_factory=dict, compare=False)  # the worker's counts: timed_calls, flushed_bytes
 
     def _geo(self, fn) -> float | None:
         vals = [fn(m) for m in self.measurements if m.kernel is not None]
@@ -132,7 +133,7 @@ class Evaluation:
                 "launch_bound": sum(m.launch_bound for m in self.measurements),
                 "configs": len(self.measurements), "device": self.device,
                 "build_seconds": round(self.build_seconds, 3), "eval_seconds": round(self.eval_seconds, 3),
-                "phases": {k: round(v, 3) for k, v in self.phases.items()}}
+                "phases": {k: round(v, 3) for k, v in self.phases.items()}, "work": dict(self.work)}
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -52,7 +52,8 @@ class Session:
         self.calls = {name: self._kernel_call(name, k) for name, k in checked.items()}
         self.calls.update({name: self._baseline_call(fn) for name, fn in baselines.items()})
         self.checked = list(checked)
-        self.clock = timing.CudaClock() if self.cuda else timing.CpuClock()
+        self.clock = timing.CudaClock() if self.cuda else timing.CpuClock(worker.evictor, worker.cpu_flush)
+        self._cold: dict = {}                                # (contender, i) -> its buffers' ranges (`_cold_ranges`)
         self.kind: dict[str, str] = {}
         self.graphs: dict = {}
         self.notes: dict[str, str] = {}
@@ -143,6 +144,7 @@ class Session:
         """Drops the buffers, graphs and calls now: the calls close over this session (a reference cycle), which
         would otherwise wait for a garbage collection (0.1–0.3 s each with torch loaded)."""
         self.calls, self.graphs, self.outs, self.slots, self.returned, self.described = {}, {}, {}, [], {}, {}
+        self._cold = {}
         self.snapshots = None
 
     def _side_stream(self):
@@ -198,9 +200,12 @@ class Session:
         hollow = set(hollow) & set(names)
         if self.cuda:                   # set-aside 0 before every round: a persisting access-policy window (which
             l2.reset_persisting_l2()    # a launch attribute can carry unnamed) keeps nothing in L2 past the flush
+        flushed, flush_s = getattr(self.clock, "flushed_bytes", 0), getattr(self.clock, "flush_s", 0.0)
         with self._span("timed calls"):
             times = self._cuda_round(order, hollow) if self.cuda else self._cpu_round(order, hollow)
             self.w._sync()
+        if not self.cuda:                                # the eviction's share of the timed calls' span
+            self.seconds["flush"] = self.clock.flush_s - flush_s
         if self.cuda and l2.persisting_l2_limit():
             raise KernelFailed("the persisting-L2 set-aside was raised during a timed round (a kernel may not "
                                "reserve L2 for its own data: the judge flushes L2 before every timed call)")
@@ -209,6 +214,9 @@ class Session:
             reply = self._export(variants, f"round {self.round}")
         reply["times"] = times
         reply["worker_s"] = self.seconds
+        reply["work"] = {"timed_calls": sum(len(v) for k, v in times.items() if not k.startswith("_")) if not self.cuda
+                         else sum(self.n for k in times if not k.startswith(("_", "latency:"))),
+                         "flushed_bytes": getattr(self.clock, "flushed_bytes", 0) - flushed}
         return reply
 
     def _cuda_round(self, order: list[str], hollow: set = frozenset()) -> dict:
@@ -265,11 +273,26 @@ class Session:
             buffers.poison_all([self.outs[name][i] for name in self.checked])
             for j in range(len(order)):
                 name = order[(i + j) % len(order)]
-                times[name].append(self.clock.wall(lambda c=calls[name]: c(i)))
+                times[name].append(self.clock.wall(lambda c=calls[name]: c(i), self._cold_ranges(name, i)))
                 if name in self.snapshots:              # what the call left when it returned, nothing later
                     self._store_returned(name, i)
                     self.snapshots[name][i] = {n: t.clone() for n, t in self.outs[name][i]["outputs"].items()}
         return times
+
+    def _cold_ranges(self, name: str, i: int):
+        """What the clock evicts before contender `name`'s call i (`timing.CpuClock`): every buffer the harness
+        hands that call — input set i, and a checked kernel's own outputs and workspace for call i. The same for a
+        hollow probe's no-op, so a probe costs what a counted round does around the calls."""
+        if self.clock.evictor is None:
+            return None
+        key = (name, i)
+        if key not in self._cold:
+            mine = list(self.slots[i]["inputs"].values())
+            if name in self.outs:
+                b = self.outs[name][i]
+                mine += [*b["outputs"].values(), b["workspace"]]
+            self._cold[key] = self.clock.evictor.ranges(mine)
+        return self._cold[key]
 
     # ------------------------------------------------------------------ torch ABI: results into the buffers
     def _store_returned(self, only: str | None = None, slot: int | None = None) -> None:

@@ -94,6 +94,7 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
             reply = _call(worker, limit * max(1, n), "time_round", variants=variants, hollow=list(hollow))
             span.replied()
         checker.clock.add(reply.get("worker_s"))
+        checker.clock.count(reply.get("work"))
         wrong = _verify(checker, cfg, reply, variants, n, when, other, hollow)
         seen = span.round(reply["times"], hollow)
         return wrong or outside.sum_bound(seen, when), reply, seen

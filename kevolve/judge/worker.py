@@ -51,13 +51,18 @@ class Worker:
         self.compiled = {}
         self.session = None                         # the timing session (`time_setup` .. `time_end`)
         self.ipc = False                            # outputs through CUDA IPC (set_exchange) or files
+        self.evictor = None                         # the CPU clock's cache-line evictor (`judge.evict`)
+        self.cpu_flush = "lines"
 
     # ------------------------------------------------------------------ commands
     def init(self, task_dir: str, lib: str, abi: str, target: str, module: str | None, exchange: str,
-             threads: int | None = None, also: list[str] | None = None, load: bool = True) -> dict:
+             threads: int | None = None, also: list[str] | None = None, load: bool = True,
+             evict: str | None = None, cpu_flush: str = "lines") -> dict:
         """Loads the task and the kernel `lib`, confined first; `also`: libraries loaded later by `load_other`
         (`harness.compare`), which the confinement must let this process read. `load=False` leaves the kernel
-        for `load`, after `prepare` and `seal` (the harness's order: the kernel's code runs only sealed)."""
+        for `load`, after `prepare` and `seal` (the harness's order: the kernel's code runs only sealed).
+        `evict`: the evictor's library (`judge.evict`), loaded here, before the confinement and any candidate code,
+        for the CPU clock's `cpu_flush` mode `lines`."""
         import torch
         from kevolve.task.precision import set_strict_float32
         from kevolve.task.spec import load_task
@@ -73,6 +78,14 @@ class Worker:
         if target == "cuda":
             from kevolve.judge import l2
             l2.cudart()                             # the runtime's handle found before the confinement
+        self.cpu_flush = cpu_flush
+        if target == "cpu" and cpu_flush == "lines":
+            from kevolve.judge.evict import Evictor
+            if evict:
+                self.evictor = Evictor(evict)
+            else:
+                print("kevolve worker: no cache-line evictor could be built here (no C compiler?); timed CPU calls "
+                      "are made cold by rewriting 2 x the LLC instead (cpu_flush=llc)", file=sys.stderr, flush=True)
         self.confinement = self._confine([lib, *(also or [])], target)
         self.lib, self.module = lib, module
         if load:

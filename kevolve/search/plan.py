@@ -162,7 +162,8 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
     builders = r.builders or max(1, cpus - int(evaluators * r.cpus_per_evaluator))
     options = Options(target=target, abi=ABI, shapes=shapes, timeout=s.timeout_s, baselines=tuple(s.baselines),
                       reps=s.reps, budget_s=s.budget_s, time_inits=s.time_inits, threads=r.worker_threads,
-                      exchange=r.exchange, cache_dir=r.cache_dir, compiled_checks=r.compiled_checks)
+                      exchange=r.exchange, cache_dir=r.cache_dir, compiled_checks=r.compiled_checks,
+                      cpu_flush=r.cpu_flush)
     return Plan(task=task.ref, target=target, shapes=shapes, options=options, evaluators=evaluators,
                 evaluator_placement=placement, builders=builders, builder_resources=dict(r.builder_resources),
                 in_flight=s.in_flight or default_in_flight(target, evaluators, builders, llm_calls if llm_ops else 0),

@@ -173,7 +173,7 @@ def test_the_cpu_flush_runs_on_the_calling_thread_alone():
     threads = torch.get_num_threads()
     torch.set_num_threads(2)                     # a pool that would share a parallel fill
     try:
-        clock = timing.CpuClock()
+        clock = timing.CpuClock(None, "llc")      # the rewrite of 2 x LLC (the `llc` knob) is the one a pool would split
         torch.ones(1 << 22).add_(1.0)            # the pool exists (and has stopped spinning) before the count
         time.sleep(0.5)
         before = others_ms()
