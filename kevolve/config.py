@@ -171,6 +171,8 @@ class SearchConfig:
     baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])
     baseline_refresh_s: Optional[float] = None  # evaluators re-time baselines after this long (0: with every
                                          # candidate); None: 300 (the best is chosen by paired timings)
+    compare_share: float = 0.25          # paired comparisons of challengers with the best take at most this share
+                                         # of the evaluators' time (the fittest left is compared at the finish)
 
 
 @dataclass
@@ -272,6 +274,7 @@ def validate(c: Config) -> None:
     need(s.time_inits in ("first", "all"), "search.time_inits", s.time_inits, "first or all")
     need(set(s.baselines) <= {"eager", "compile", "compile-max-autotune"}, "search.baselines", list(s.baselines),
          "a subset of [eager, compile, compile-max-autotune]")
+    need(0.0 <= s.compare_share <= 1.0, "search.compare_share", s.compare_share, "a share between 0 and 1")
     need(s.baseline_refresh_s is None or s.baseline_refresh_s >= 0, "search.baseline_refresh_s", s.baseline_refresh_s,
          "null or seconds >= 0 (0: with every candidate)")
     ops = s.population.operators

@@ -190,10 +190,12 @@ class RunSummary:
     verifiers: dict[str, dict] = field(default_factory=dict)   # per LLM verifier: precision, recall, accuracy…
     gpu_seconds_saved: float = 0.0   # rejections dropped before building × mean judgement seconds
     suspected_judge_bugs: tuple[str, ...] = ()   # red-team candidates the judge accepted (saved under the run dir)
+    unfinished: tuple[str, ...] = ()  # judgements the budget cut off: how long each ran, in which phase
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["suspected_judge_bugs"] = list(d["suspected_judge_bugs"])
+        d["unfinished"] = list(d["unfinished"])
         if d["best"] is not None:
             d["best"]["not_confirmed"] = list(d["best"]["not_confirmed"])
             d["best"]["ties"] = list(d["best"]["ties"])

@@ -15,6 +15,7 @@ Not guaranteed: tolerances per output (they are per task).
 """
 from __future__ import annotations
 
+import collections
 import math
 
 from kevolve.judge import exchange
@@ -40,6 +41,7 @@ class Checker:
         self.references = references if references is not None else References(0)
         self.device = "cuda" if options.target == "cuda" else "cpu"
         self.fused = fused                  # the compiled reference and comparison (`judge.fused`), or None: eager
+        self.timed_used: collections.Counter = collections.Counter()   # pool variants this judgement used, per cfg
 
     def _inputs(self, variant: int) -> str:
         """How a verdict names a correctness call's inputs: their variant and the salt (`KEVOLVE_INPUT_SALT=<salt>`
@@ -61,6 +63,35 @@ class Checker:
             return {n: fingerprint(t) for n, t in drawn.items()}, self.expected(cfg, drawn)
         with self.clock("reference"):           # keyed by all that decides the inputs: task, configuration, variant
             return self.references.get((self.task.name, str(self.task.dir), self.device, cfg, variant), compute)
+
+    def timed_variants(self, cfg: Case, count: int) -> list[int]:
+        """Input variants for `count` timed calls' sets on `cfg`: the next ones of the evaluator's pool
+        (`References.timed_salt` + 0, 1, 2, ...), so each is used at most once in this judgement — no kernel sees an
+        input set twice, and nothing of a judgement outlives its worker — while every candidate an evaluator
+        judges gets the same sequence, so the inputs and float64 references of the timed calls are drawn and
+        computed once per evaluator (`timed_set`), as the correctness calls' are. The pool's salt is drawn at
+        random per evaluator: no candidate's source can know the inputs."""
+        k = self.timed_used[cfg.id]
+        self.timed_used[cfg.id] += count
+        return [self.references.timed_salt + k + j for j in range(count)]
+
+    def timed_set(self, cfg: Case, variant: int) -> tuple[dict, tuple]:
+        """Inputs `variant` of `cfg` drawn here and their float64 references (`expected`), kept by the evaluator's
+        reference cache while it has room (never evicted: what does not fit is computed each time)."""
+        def compute():
+            with self.clock("reference", f"inputs {cfg.id} #{variant}"):
+                mine = self.task.make_inputs(cfg, self.device, variant)
+            return mine, self.expected(cfg, mine)
+
+        def size(value) -> int:
+            mine, expected = value
+            return sum(t.numel() * t.element_size() for t in mine.values()) + \
+                sum(t.numel() * t.element_size() for pair in expected for t in pair if t is not None)
+        if not 0 <= variant - self.references.timed_salt < 1 << 40:    # not of the pool (a warm-up's): not kept
+            return compute()
+        with self.clock("reference"):
+            return self.references.get((self.task.name, str(self.task.dir), self.device, cfg, variant, "timed"),
+                                       compute, size)
 
     def changed_inputs(self, cfg: Case, variant: int, handles: dict, mine: dict | None = None) -> list[str]:
         """The inputs whose buffers in the worker (`handles`, as `exchange.export` gave them) differ in any bit

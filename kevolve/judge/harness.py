@@ -141,6 +141,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
            fresh_baselines: bool, worker: WorkerProcess, files: Path, start: float, configs, base) -> Evaluation:
     device_name, bandwidth, measurements = "", None, []
     clock = Phases()
+    if reuse is not None:
+        reuse.phases = clock               # what the evaluator's `status` reports while this runs
     baselines_reused = False               # some configuration's baseline times came from `reuse`
     speedup_ci = None
 
@@ -435,6 +437,8 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
             ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
             worker.call("set_exchange", 60, ipc=ipc)
         checker = Checker(task, options, folder=files, fused=_fused(task, options, reuse, info))
+        if reuse is not None:
+            reuse.phases = checker.clock
         if options.target == "cuda":
             checker.clock.gpu = _device_lock(info)
         for i in sorted(_timed_configs(configs, options)):

@@ -39,10 +39,13 @@ class Phases:
         self.trace = bool(os.environ.get("KEVOLVE_TRACE")) if trace is None else trace
         self.gpu: DeviceLock | None = None
         self.work: dict[str, int] = collections.defaultdict(int)
+        self.open: list[tuple[str, str, float]] = []          # phases entered and not yet left (`snapshot`)
+        self.began = time.perf_counter()
 
     @contextlib.contextmanager
     def __call__(self, phase: str, what: str = ""):
         t0 = time.perf_counter()
+        self.open.append((phase, what, t0))
         held = contextlib.nullcontext()
         if self.gpu is not None and phase in self.GPU_PHASES:
             waited = self.gpu.waited
@@ -54,6 +57,7 @@ class Phases:
                 yield
         finally:
             dt = time.perf_counter() - t0
+            self.open.pop()
             self.seconds[phase] += dt
             if self.trace:
                 print(f"[judge] {phase:<10} {dt:8.3f}s  total {self.seconds[phase]:8.2f}s  {what}", file=sys.stderr,
@@ -72,6 +76,20 @@ class Phases:
         for name, s in seconds.items():
             if isinstance(name, str) and len(name) < 32 and isinstance(s, (int, float)) and 0 <= s < 1e6:
                 self.seconds[f"worker {name}"] += float(s)
+
+    def snapshot(self) -> dict:
+        """Where a judgement in progress is, for someone waiting on it (`search.actors.Evaluator.status`, read from
+        another thread): seconds since it began, the phases it is in (outermost first, with what and for how long),
+        and the seconds of the phases it has left."""
+        now = time.perf_counter()
+        for _ in range(3):                  # the judging thread may change the dicts under us: read again
+            try:
+                return {"seconds": round(now - self.began, 1),
+                        "in": [(p, w, round(now - t, 1)) for p, w, t in list(self.open)],
+                        "done": {k: round(v, 1) for k, v in list(self.seconds.items()) if not self.nested(k)}}
+            except RuntimeError:
+                continue
+        return {"seconds": round(now - self.began, 1), "in": [], "done": {}}
 
     def count(self, work: dict | None) -> None:
         """The worker's count of a timing command's work (`{"timed_calls": n, "flushed_bytes": b}`): summed into

@@ -26,7 +26,8 @@ def input_salt() -> int:
     fixed inputs alone, wrong elsewhere, would pass every configuration that is only checked), unless
     `KEVOLVE_INPUT_SALT` fixes it (the salt a failed call's verdict names). Kept apart from the timing rounds'
     variants (`timed.fresh_variant`: [2^40, 2^41); a queued CUDA round's decoys, `Session._queued_calls`: [2^41,
-    2^41 + 2^40)) and the baselines' probe (`worker.prepare`: 99)."""
+    2^41 + 2^40)), the timed rounds' pool (`References.timed_salt`: [2^43, 2^43 + 2^41)) and the baselines'
+    probe (`worker.prepare`: 99)."""
     fixed = os.environ.get(SALT_ENV)
     if fixed:
         try:
@@ -47,16 +48,20 @@ class References:
     def __init__(self, max_bytes: int):
         self.max_bytes, self.bytes, self.entries = max_bytes, 0, {}
         self.salt = input_salt()
+        self.timed_salt = (1 << 43) + secrets.randbits(40)      # the timed rounds' pool (`Checker.timed_variants`)
 
     def clear(self) -> None:
         """Lets every cached reference go (the evaluator ran out of device memory)."""
         self.entries, self.bytes = {}, 0
 
-    def get(self, key, compute):
+    def get(self, key, compute, size=None):
+        """The value of `key`, computed (and kept, if it fits) the first time. `size(value)`: its bytes (default:
+        a (fingerprints, ((reference, finite), ...)) pair's tensors)."""
         if key in self.entries:
             return self.entries[key]
         value = compute()
-        size = sum(t.numel() * t.element_size() for pair in value[1] for t in pair if t is not None)
+        size = size(value) if size is not None else \
+            sum(t.numel() * t.element_size() for pair in value[1] for t in pair if t is not None)
         if self.bytes + size <= self.max_bytes:
             self.entries[key] = value
             self.bytes += size
@@ -147,6 +152,7 @@ class Reuse:
         self.baselines = BaselineTimes(baseline_refresh_s) if baseline_refresh_s > 0 else None
         self._spare: WorkerProcess | None = None
         self.compiled: dict = {}          # (task, its folder, device) -> its compiled checks (`fused`)
+        self.phases = None                # the latest judgement's or comparison's `Phases` (its `snapshot`)
 
     def fused(self, task, device: str):
         """The task's compiled checks on `device` (`judge.fused.Fused`), compiled once for every judgement."""

@@ -343,20 +343,27 @@ class Session:
         buffers.poison_all([b for name in self.checked for b in self.outs[name]])
 
     def _export(self, variants: list[int], when: str) -> dict:
+        """Handles for every checked output and every input set of the round (or warm-up): IPC descriptions on CUDA,
+        else files — on the CPU the small ones packed into one file per round (`exchange.Packer`)."""
         outputs = []
         snaps = getattr(self, "snapshots", None) if not self.cuda else None
+        packer = None if self.cuda or self.w.ipc else exchange.Packer(self.w.exchange, f"{self.config}.t{self.round}")
+
+        def export(tensors: dict, stem: str) -> dict:
+            if packer is not None:
+                return packer.add(tensors, stem)
+            return exchange.export(tensors, self.w.exchange, stem, self.w.ipc, self.described)
         for name in self.checked:
             for i, v in enumerate(variants):
                 live = self.outs[name][i]["outputs"]
                 out = snaps[name][i] if snaps and snaps[name][i] is not None else live
-                stem = f"{self.config}.t{self.round}.{name}.{i}"
                 outputs.append({"who": name, "slot": i, "variant": v, "when": when,
-                                "handles": exchange.export(out, self.w.exchange, stem, self.w.ipc, self.described)})
+                                "handles": export(out, f"{self.config}.t{self.round}.{name}.{i}")})
         self.snapshots = None
-        return {"outputs": outputs,
-                "input_handles": [exchange.export(s["inputs"], self.w.exchange, f"{self.config}.t{self.round}.in.{i}",
-                                                  self.w.ipc, self.described) for i, s in enumerate(self.slots[:len(variants)])],
-                "overruns": self._overruns()}
+        inputs = [export(s["inputs"], f"{self.config}.t{self.round}.in.{i}") for i, s in enumerate(self.slots[:len(variants)])]
+        if packer is not None:
+            packer.close()
+        return {"outputs": outputs, "input_handles": inputs, "overruns": self._overruns()}
 
     def _overruns(self) -> dict[str, list[str]]:
         bufs = [(name, b) for name in self.checked for b in self.outs[name]]

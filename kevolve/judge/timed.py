@@ -88,7 +88,7 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
 
     def run(hollow: tuple[str, ...], when: str) -> tuple[str | None, dict, outside.Round]:
         """One round: the worker's reply, verified, and the round as the outside clock saw it."""
-        variants = [fresh_variant() for _ in range(inputs)]
+        variants = checker.timed_variants(cfg, inputs)
         with checker.clock("round", f"{cfg.id} {when}"):
             span = outside.Span(cpu)
             reply = _call(worker, limit * max(1, n), "time_round", variants=variants, hollow=list(hollow))
@@ -190,8 +190,16 @@ def _call(worker: WorkerProcess, timeout: float, cmd: str, **args) -> dict:
 
 def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: int, when: str,
             other: bool, hollow: tuple[str, ...] = ()) -> str | None:
-    """Guards intact; then per input set: the inputs unchanged (compared exactly), its reference computed once,
-    and every call's outputs on it within tolerance. One input set's reference is alive at a time. The outputs
+    try:
+        return _verify_round(checker, cfg, reply, variants, n, when, other, hollow)
+    finally:                            # the round's packed files (`exchange.Packer`), read or not, are let go
+        exchange.forget_packs(checker.folder)
+
+
+def _verify_round(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: int, when: str,
+                  other: bool, hollow: tuple[str, ...] = ()) -> str | None:
+    """Guards intact; then per input set: the inputs unchanged (compared exactly), its reference computed once
+    (or found in the evaluator's cache: `Checker.timed_set`), and every call's outputs on it within tolerance. The outputs
     of `hollow` contenders (not called: an outside-clock probe) are discarded unread, and so are the inputs
     when no checked call is left."""
     for who, over in reply["overruns"].items():
@@ -208,16 +216,16 @@ def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: in
             exchange.discard(handles, checker.folder)
         return None
     for i, v in enumerate(variants):
-        with checker.clock("reference", f"inputs {cfg.id} {when} set {i + 1}"):
-            mine = checker.task.make_inputs(cfg, checker.device, v)
+        if not by_slot[i]:              # no checked call on this set (a probe): its inputs compared exactly all the same
+            with checker.clock("reference", f"inputs {cfg.id} {when} set {i + 1}"):
+                mine = checker.task.make_inputs(cfg, checker.device, v)
+            expected = None
+        else:
+            mine, expected = checker.timed_set(cfg, v)
         with checker.clock("inputs", f"{cfg.id} {when} set {i + 1}"):
             changed = checker.changed_inputs(cfg, v, reply["input_handles"][i], mine)
         if changed:
             return f"input {', '.join(changed)} modified during timing ({when}, input set {i + 1})"
-        if not by_slot[i]:
-            continue
-        with checker.clock("reference", f"expected {cfg.id} {when} set {i + 1}"):
-            expected = checker.expected(cfg, mine)
         del mine
         for o in by_slot[i]:
             what = f"call {i + 1} of {n}" if i < n else "the synced latency call"

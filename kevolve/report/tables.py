@@ -123,7 +123,10 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
         if best.not_confirmed and best.confirmed:
             lines.append("better candidates failed when judged again: " + "; ".join(best.not_confirmed)[:600])
     else:
-        lines.append("no correct kernel was found")
+        lines.append("no correct kernel was found"
+                     + (" (no judgement finished before the budget ended)" if not summary.candidates else ""))
+    if summary.unfinished and not summary.candidates:      # (in the JSON summary always)
+        lines += ["cut off by the budget: " + line for line in summary.unfinished]
     lines += [f"candidates {summary.candidates} ({summary.correct} correct) in {summary.search_seconds:.0f} s of "
               f"search ({summary.seconds:.0f} s in all): {summary.candidates_per_minute:.1f}/min, evaluators busy "
               f"{100 * summary.evaluator_busy:.0f}%; "

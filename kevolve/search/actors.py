@@ -148,7 +148,7 @@ def build_task(source: str, target: str, abi: str, arch: str | None, cache_dir: 
     return b, (Path(b.lib_path).read_bytes() if b.ok else None)
 
 
-@ray.remote(max_restarts=-1, max_task_retries=0)
+@ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"status": 1})
 class Evaluator:
     """One per GPU (or CPU slot). Each judgement runs in its own worker process; this actor survives it."""
 
@@ -168,6 +168,14 @@ class Evaluator:
                     "arch": builder.arch_name(*torch.cuda.get_device_capability()),   # overrides: the plan
                     "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "ncu": shutil.which("ncu")}
         return {"device": "cpu", "arch": None, "node": ray.util.get_node_ip_address(), "cpu": _cpu_name()}
+
+    @ray.method(concurrency_group="status")
+    def status(self) -> dict | None:
+        """Where the judgement (or comparison) this evaluator runs now is (`Phases.snapshot`), answered from a
+        thread of its own while `evaluate` runs in the default one (one call at a time there, as before); None
+        before the first. For a search that ends before a verdict comes back: which phase is slow."""
+        phases = self.reuse.phases
+        return phases.snapshot() if phases is not None else None
 
     def evaluate(self, key: str, lib: bytes, module: str | None, fresh_baselines: bool = False) -> Evaluation:
         """`lib` arrives as an object reference from `build_task`, resolved by Ray in this process.

@@ -4,9 +4,14 @@ Every judgement times a candidate against torch, so fitnesses of two candidates 
 noise as much as by merit. A candidate whose fitness beats the champion's becomes a challenger; the driver has
 the two timed paired and interleaved in one worker (`judge.harness.compare`, every call of both checked) and
 `settle`s: the challenger takes over only when the 95% interval of its time over the champion's lies below 1.
-An interval that holds 1 is a tie, recorded (the summary names the kernels indistinguishable from the best);
-a failed comparison keeps the champion. One comparison at a time; challengers wait, fittest first, and one that
-no longer beats the champion's fitness when its turn comes is dropped.
+An interval that holds 1 is a tie, recorded (the summary names the kernels indistinguishable from the best), and
+it raises the *bar* a later challenger must beat to the tied challenger's fitness: the champion was shown as fast
+as a kernel judged that fit, so a judgement no fitter is no evidence of being faster (on the CPU quick start the
+seed's first, low fitness made every later knob variant a challenger: 9 comparisons in 16 candidates, all ties,
+40% of the evaluator's time). A failed comparison keeps the champion. One comparison at a time; challengers wait,
+fittest first, and one that no longer beats the bar when its turn comes is dropped. Comparisons take at most
+`share` of the evaluators' time (`search.compare_share`): past it, challengers wait for judgements to catch up,
+and the fittest one left is compared at the finish (`finishing`).
 
 Pure bookkeeping: no Ray, no timing. Not guaranteed: that the champion is the fittest candidate of the
 population (that ranking, by single judgements, still chooses parents).
@@ -36,26 +41,43 @@ class Champion:
     pending: Entry | None = None           # the challenger being compared
     ties: list[str] = field(default_factory=list)        # candidates indistinguishable from the champion
     comparisons: int = 0
+    share: float = 1.0                     # of the evaluators' busy time, comparisons may take at most this
+    bar: float = 0.0                       # the fitness a challenger must beat: the champion's, or a tied one's
+    compare_s: float = 0.0                 # evaluator seconds spent comparing / judging (`spent`)
+    judge_s: float = 0.0
 
     def offer(self, entry: Entry) -> bool:
         """A correct candidate's verdict. True when it is crowned at once (there was no champion, or it is
         fitter and comparisons are off)."""
         if self.current is None or (not self.paired and entry.evaluation.fitness > self.current.evaluation.fitness):
-            self.current = entry
+            self.crown(entry)
             return True
-        if entry.evaluation.fitness > self.current.evaluation.fitness:
+        if entry.evaluation.fitness > self.bar:
             self.challengers.append(entry)
         return False
 
-    def next_challenge(self) -> Entry | None:
-        """The challenger to compare now (fittest first), or None while one is being compared or none beats
-        the champion's fitness any more."""
-        if self.pending is not None or self.current is None:
+    def crown(self, entry: Entry) -> None:
+        """`entry` is the champion now (also a champion restored on resume); the bar is its fitness."""
+        self.current, self.bar, self.ties = entry, entry.evaluation.fitness, []
+
+    def spent(self, judging: float = 0.0, comparing: float = 0.0) -> None:
+        """Evaluator seconds spent on a judgement or a comparison: what `share` is measured against."""
+        self.judge_s += judging
+        self.compare_s += comparing
+
+    def within_share(self) -> bool:
+        return self.compare_s <= self.share * (self.compare_s + self.judge_s)
+
+    def next_challenge(self, finishing: bool = False) -> Entry | None:
+        """The challenger to compare now (fittest first), or None while one is being compared, comparisons have
+        had their share of the time (unless `finishing`: the search is over, one last comparison), or none beats
+        the bar any more."""
+        if self.pending is not None or self.current is None or not (finishing or self.within_share()):
             return None
         self.challengers.sort(key=lambda e: -e.evaluation.fitness)
         while self.challengers:
             entry = self.challengers.pop(0)
-            if entry.evaluation.fitness > self.current.evaluation.fitness:
+            if entry.evaluation.fitness > self.bar:
                 self.pending = entry
                 return entry
         return None
@@ -66,11 +88,11 @@ class Champion:
         entry, self.pending = self.pending, None
         self.comparisons += 1
         if comparison is not None and comparison.faster == "a":
-            self.ties = []
-            self.current = entry
+            self.crown(entry)
             return "replaced"
         if comparison is not None and comparison.failure is None and comparison.indistinguishable:
             self.ties.append(entry.candidate.id)
+            self.bar = max(self.bar, entry.evaluation.fitness)
             return "tie"
         return "kept"
 

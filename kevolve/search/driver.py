@@ -130,17 +130,21 @@ class Driver(Summarising):
         self.created = self.finished = self.correct = 0
         self.proposing = 0                          # mutations in flight: candidates the budget already counts
         self.misses = {"knob": 0, "llm": 0}         # proposals of each kind in a row that gave no new candidate
-        self.stage_seconds = {"mutate": 0.0, "verify": 0.0, "build": 0.0, "evaluate": 0.0}
+        self.stage_seconds = {"mutate": 0.0, "verify": 0.0, "build": 0.0, "evaluate": 0.0, "compare": 0.0}
         self.builds = Builds(plan.evaluators, plan.builders)   # sizes the builds kept in flight (pacing)
         self.judge_phases: dict[str, float] = {}    # the evaluate stage, split (Evaluation.phases summed)
         self.busy_seconds = 0.0
+        self.finishing = False                      # the loop is over: no comparison but the finish's own
         self.stopped: str | None = None
         self.start = time.perf_counter()
+        self.freed = [self.start] * len(self.evaluators)   # when each evaluator last handed back a result
+        self.unfinished: list[str] = []             # judgements cut off by the budget: how long, and where they were
+        self.unfinished_busy = 0.0                  # ... and the evaluator seconds they had used
         self.deadline = self.start + plan.wall_time_s
         self.last_progress = 0.0
         self.best_evaluation: Evaluation | None = None
         # the best as reported: replaced only on paired evidence (a fixed stream measures throughput: fitness)
-        self.champion = Champion(paired=stream is None)
+        self.champion = Champion(paired=stream is None, share=plan.compare_share)
         self.confirmed: Candidate | None = None   # the best, judged again with baselines interleaved
         self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
 
@@ -175,7 +179,9 @@ class Driver(Summarising):
             best = [self.store.get(crowned[-1])] if crowned else self.store.best(1)
             if best and best[0].evaluation:
                 self.best_evaluation = Evaluation.from_json(best[0].evaluation)
-                self.champion.current = Entry(best[0].candidate, self.best_evaluation)
+                self.champion.crown(Entry(best[0].candidate, self.best_evaluation))
+            self.stage_seconds["compare"] = sum(p.get("seconds") or 0.0 for _, _, p in self.store.events("compare"))
+            self.champion.spent(judging=self.busy_seconds, comparing=self.stage_seconds["compare"])
             return
         if self.stream is not None:
             return
@@ -467,7 +473,9 @@ class Driver(Summarising):
 
     def _judged(self, job: Job, ev: Evaluation) -> None:
         self.load[job.evaluator] -= 1
+        self.freed[job.evaluator] = time.perf_counter()
         self.busy_seconds += ev.eval_seconds
+        self.champion.spent(judging=ev.eval_seconds)
         self.stage_seconds["evaluate"] += ev.eval_seconds
         for phase, t in ev.phases.items():
             self.judge_phases[phase] = self.judge_phases.get(phase, 0.0) + t
@@ -502,11 +510,15 @@ class Driver(Summarising):
         self.store.log_event("champion", {"id": c.id, "fitness": ev.fitness})
         self._progress(force=True)
 
-    def _challenge(self) -> None:
-        """Starts the next paired comparison of a challenger with the champion (`search.champion`)."""
-        entry = self.champion.next_challenge()
+    def _challenge(self, finishing: bool = False):
+        """Starts the next paired comparison of a challenger with the champion (`search.champion`); returns its
+        reference, or None. `finishing`: the loop is over, the fittest challenger left is compared regardless of
+        the comparisons' share of the time."""
+        if self.finishing and not finishing:
+            return None
+        entry = self.champion.next_challenge(finishing)
         if entry is None:
-            return
+            return None
         best = self.champion.current
         if best.lib is None:                       # a champion restored on resume: rebuilt (a cache hit)
             best.build, best.lib = self._build(best.candidate.source)
@@ -514,10 +526,15 @@ class Driver(Summarising):
         self.load[i] += 1
         ref = self.evaluators[i].compare.remote(entry.build, entry.lib, best.build, best.lib)
         self.jobs[ref] = Job(Step.COMPARE, candidate=entry.candidate, evaluator=i)
+        return ref
 
     def _compared(self, job: Job, comparison: Comparison | None) -> None:
         self.load[job.evaluator] -= 1
+        self.freed[job.evaluator] = time.perf_counter()
         challenger, champion = self.champion.pending, self.champion.current
+        self.champion.spent(comparing=comparison.seconds if comparison is not None else 0.0)
+        if not self.finishing:                   # the finish's own comparison is not the search's time
+            self.stage_seconds["compare"] += comparison.seconds if comparison is not None else 0.0
         outcome = self.champion.settle(comparison)
         self.store.log_event("compare", {
             "challenger": challenger.candidate.id, "champion": champion.candidate.id, "outcome": outcome,
@@ -608,8 +625,28 @@ class Driver(Summarising):
         self.store.set_stage(job.candidate.id, Status.FAILED, feedback=reason)
         self._finish(job.candidate, Outcome(0.0, False, job.step is Step.EVALUATE, reason))
 
+    def _cut_off(self) -> None:
+        """Before in-flight work is cancelled: the evaluator seconds its running judgements or comparisons had used
+        (so the summary's busy share agrees with the progress line), and where each was (`Evaluator.status`), so
+        a budget that ends before a verdict says which phase is slow."""
+        now = time.perf_counter()
+        for i in range(len(self.evaluators)):
+            running = [j for j in self.jobs.values() if j.evaluator == i and j.step in (Step.EVALUATE, Step.COMPARE)]
+            if not running:
+                continue
+            began = max(min(j.started for j in running), self.freed[i])
+            self.unfinished_busy += now - began
+            try:
+                where = ray.get(self.evaluators[i].status.remote(), timeout=10)
+            except Exception:                       # noqa: BLE001 — a dead or hung actor: said without its phase
+                where = None
+            kind = "comparison" if any(j.step is Step.COMPARE for j in running) else "judgement"
+            self.unfinished.append(describe_unfinished(i, kind, now - began, where))
+            self.store.log_event("cut_off", {"evaluator": i, "seconds": round(now - began, 1), "status": where})
+
     def cancel_in_flight(self) -> None:
         """Cancels everything in flight; those candidates stay unfinished in the store (resume re-queues them)."""
+        self._cut_off()
         for ref, job in list(self.jobs.items()):
             try:
                 ray.cancel(ref, force=job.step is Step.BUILD)
@@ -627,6 +664,21 @@ class Driver(Summarising):
         """Frees this run's actors (a multirun starts the next job in the same Ray)."""
         for actor in self.evaluators + [self.mutator, self.verifier]:
             ray.kill(actor)
+
+
+def describe_unfinished(evaluator: int, kind: str, seconds: float, status: dict | None) -> str:
+    """One line for a judgement (or comparison) cut off by the budget: how long it ran, the phase it was in, what
+    it had done."""
+    text = f"evaluator {evaluator}: a {kind} cut off after {seconds:.0f} s"
+    if not status:
+        return text
+    if status.get("in"):
+        phase, what, for_s = status["in"][-1]
+        text += f", in phase '{phase}'" + (f" ({what})" if what else "") + f" for {for_s:.0f} s"
+    done = sorted(((s, p) for p, s in (status.get("done") or {}).items() if s >= 0.5), reverse=True)[:5]
+    if done:
+        text += "; so far " + ", ".join(f"{p} {s:.0f} s" for s, p in done)
+    return text
 
 
 def harness_failure(ev: Evaluation) -> bool:

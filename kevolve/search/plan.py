@@ -43,6 +43,7 @@ class Plan:
     reference_bytes: int | None          # float64 references an evaluator keeps (None: a share of its GPU's memory,
                                          # sized by the evaluator: kevolve.search.actors.reference_budget)
     baseline_refresh_s: float            # 0: baselines timed with every candidate
+    compare_share: float                 # of the evaluators' time, paired comparisons take at most (search.champion)
     cache_dir: str | None                # configured build cache (a node's KEVOLVE_CACHE overrides it there)
     arch: str | None                     # nvcc arch; None until the evaluators report their GPU (`with_arch`)
     population: PopulationConfig
@@ -168,6 +169,7 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 evaluator_placement=placement, builders=builders, builder_resources=dict(r.builder_resources),
                 in_flight=s.in_flight or default_in_flight(target, evaluators, builders, llm_calls if llm_ops else 0),
                 reference_bytes=None if cache_gb is None else int(cache_gb * (1 << 30)), baseline_refresh_s=refresh,
+                compare_share=s.compare_share,
                 cache_dir=r.cache_dir, arch=os.environ.get("KEVOLVE_CUDA_ARCH") or r.cuda_arch,
                 population=s.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
                 dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,

@@ -44,8 +44,10 @@ class Summarising:
         not correct again (a race, say) is recorded as such and the next best is tried, `tries` in all.
         The search's own time ends here (`searched`): its rates are not diluted by this judgement."""
         self.searched = time.perf_counter() - self.start
+        self.finishing = True
         if self.stream is not None or self.champion.current is None:
             return
+        self._last_challenge()
         self._progress(force=True, note="confirming the best")
         first = self.champion.current.candidate
         ranked = [first] + [r.candidate for r in self.store.best(tries) if r.candidate.id != first.id]
@@ -64,6 +66,22 @@ class Summarising:
                 self._write_best(c)
                 return
             self.not_confirmed.append(f"{c.id}: {lost or ev.failure}")
+
+    def _last_challenge(self) -> None:
+        """The fittest challenger still waiting (comparisons had used their share of the time, or the budget ended
+        first) compared with the champion once, before the confirmation: the run's best is decided on paired
+        evidence, never on a single judgement's fitness."""
+        ref = self._challenge(finishing=True)
+        if ref is None:
+            return
+        self._progress(force=True, note="comparing the fittest challenger with the best")
+        job = self.jobs.pop(ref)
+        try:
+            result = ray.get(ref)
+        except Exception as e:                       # noqa: BLE001 — the champion stays (`_on_error`)
+            self._on_error(job, e)
+        else:
+            self._compared(job, result)
 
     def _best_path(self) -> Path:
         return self.run_dir / f"best{SUFFIX[self.plan.target]}"
@@ -95,9 +113,8 @@ class Summarising:
     def summary(self) -> RunSummary:
         elapsed = time.perf_counter() - self.start
         searched = min(elapsed, self.searched if self.searched is not None else elapsed)
-        stages = {**self.stage_seconds,            # paired comparisons hold an evaluator as judgements do
-                  "compare": sum(p.get("seconds") or 0.0 for _, _, p in self.store.events("compare"))}
-        busy = self.busy_seconds + stages["compare"]
+        stages = dict(self.stage_seconds)          # paired comparisons hold an evaluator as judgements do
+        busy = self.busy_seconds + stages["compare"] + self.unfinished_busy   # cut-off judgements count as busy
         current = self.champion.current
         best = self.confirmed or (current.candidate if current is not None else None)
         ev = self.best_evaluation
@@ -118,7 +135,7 @@ class Summarising:
                 confirmed=self.confirmed is not None, not_confirmed=tuple(self.not_confirmed),
                 speedup_ci=ev.speedup_ci, ties=tuple(self.champion.ties), comparisons=self.champion.comparisons),
             spend_usd=round(self.spend.spent, 6), llm_calls=self.spend.calls, verifiers=verifiers,
-            gpu_seconds_saved=saved, suspected_judge_bugs=tuple(self.suspects))
+            gpu_seconds_saved=saved, suspected_judge_bugs=tuple(self.suspects), unfinished=tuple(self.unfinished))
         self.tracker.finish(summary.as_dict())
         return summary
 

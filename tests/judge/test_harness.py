@@ -489,6 +489,45 @@ def test_an_evaluators_second_judgement_computes_no_reference_for_its_correctnes
         reuse.close()
 
 
+def test_an_evaluators_timed_calls_take_each_pool_input_once_a_judgement_and_reuse_its_references(tiny, monkeypatch):
+    """The timed calls' inputs come from the evaluator's secret pool (`Checker.timed_variants`): within a judgement
+    no variant comes twice (a kernel never sees an input set again, also not when a configuration is timed a
+    second time), and the next candidate gets the same sequence, so its timed calls' inputs and references are
+    the cache's — and every one of its timed calls is still checked against them."""
+    from kevolve.judge import checks
+    used, computed = [], []
+    real_variants, real_expected = checks.Checker.timed_variants, checks.Checker.expected
+
+    def timed_variants(self, cfg, count):
+        got = real_variants(self, cfg, count)
+        used[-1].extend((cfg.id, v) for v in got)
+        return got
+
+    def expected(self, cfg, inputs):
+        computed.append(cfg.id)
+        return real_expected(self, cfg, inputs)
+    monkeypatch.setattr(checks.Checker, "timed_variants", timed_variants)
+    monkeypatch.setattr(checks.Checker, "expected", expected)
+    reuse = Reuse(TIMED, 1 << 30, 0)                 # baselines timed with every candidate: the same rounds each time
+    try:
+        evs = []
+        for name in ("seed", "good_openmp.cpp"):
+            used.append([])
+            computed.clear()
+            evs.append(judge_source(tiny, name, TIMED, reuse))
+            assert evs[-1].correct, evs[-1].failure
+            assert len(set(used[-1])) == len(used[-1])           # once each within the judgement
+        salt = reuse.references.timed_salt
+        assert all(0 <= v - salt < 1 << 40 for _, v in used[0])
+        assert set(used[1]) <= set(used[0]) or set(used[0]) <= set(used[1])   # one sequence per configuration
+        timed = len(tiny.configs("small"))                 # (the warm-up's fresh sets are computed every time)
+        assert len(computed) <= 2 * timed + 2, computed     # the second judgement: its warm-ups' references only
+        assert sum(m.checked_calls for m in evs[1].measurements) >= sum(m.kernel.n for m in evs[1].measurements
+                                                                         if m.kernel is not None)
+    finally:
+        reuse.close()
+
+
 def test_the_correctness_salt_is_random_per_evaluator_apart_from_other_inputs_and_fixed_by_its_variable(
         tiny, monkeypatch):
     """Each References (an evaluator's), and each Checker made without one, draws its own salt, in a range apart
@@ -500,12 +539,16 @@ def test_the_correctness_salt_is_random_per_evaluator_apart_from_other_inputs_an
     monkeypatch.delenv(reuse.SALT_ENV, raising=False)
     salts = [reuse.References(0).salt for _ in range(4)] + [Checker(tiny, FAST).references.salt for _ in range(4)]
     assert len(set(salts)) == len(salts)
+    assert len({reuse.References(0).timed_salt for _ in range(4)}) == 4
     ends = []
     for bits in (lambda n: 0, lambda n: (1 << n) - 1):       # each range's two ends
         monkeypatch.setattr(secrets, "randbits", bits)
         ends.append((timed.fresh_variant(), reuse.input_salt()))
     (timed_low, salt_low), (timed_high, salt_high) = ends
     assert 99 < timed_low and timed_high < salt_low and salt_high + 2 < 1 << 63
+    assert salt_high + 2 < reuse.References(0).timed_salt                 # the timed rounds' pool: above them all
+    monkeypatch.setattr(secrets, "randbits", lambda n: 0)
+    assert salt_high + 2 < reuse.References(0).timed_salt
     monkeypatch.setenv(reuse.SALT_ENV, "12345")
     assert reuse.References(0).salt == Checker(tiny, FAST).references.salt == 12345
     monkeypatch.setenv(reuse.SALT_ENV, "twelve")

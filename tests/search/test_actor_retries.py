@@ -21,7 +21,7 @@ def _driver(tmp_path) -> drv.Driver:
     d = drv.Driver.__new__(drv.Driver)         # no actors: `_lost` never calls one on these steps
     d.store = Store.create(tmp_path, {"task": "t", "target": "cpu"})
     d.population, d.spend, d.tracker = Population(), Spend(None, 0.0), make_tracker("none")
-    d.load, d.queue, d.to_build, d.jobs = [0], [], [], {}
+    d.load, d.queue, d.to_build, d.jobs, d.freed = [0], [], [], {}, [0.0]
     d.arm_of, d.misses, d.finished, d.proposing = {}, {"knob": 0, "llm": 0}, 0, 0
     return d
 

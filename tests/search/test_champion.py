@@ -67,3 +67,37 @@ def test_without_comparisons_a_fitter_candidate_takes_over_at_once():
     ch = Champion(paired=False)                 # a fixed stream (bench_throughput): fitness decides
     assert ch.offer(entry("a", 1.0)) and ch.offer(entry("b", 2.0)) and not ch.offer(entry("c", 1.5))
     assert ch.current.candidate.id == "b" and ch.next_challenge() is None and ch.comparisons == 0
+
+
+def test_a_tie_raises_the_bar_to_the_tied_fitness():
+    """The champion was shown as fast as a kernel judged 2.2x: a later candidate judged 2.1x (above the champion's own
+    first, low 1.8x) is no evidence of being faster, and is not compared."""
+    ch = Champion()
+    ch.offer(entry("a", 1.8))
+    ch.offer(entry("b", 2.2))
+    ch.next_challenge()
+    assert ch.settle(comparison(0.95, 1.05)) == "tie" and ch.bar == 2.2
+    ch.offer(entry("c", 2.1))
+    assert ch.next_challenge() is None
+    ch.offer(entry("d", 2.3))
+    assert ch.next_challenge().candidate.id == "d"
+    assert ch.settle(comparison(0.8, 0.9)) == "replaced" and ch.bar == 2.3    # a new champion: its own fitness
+
+
+def test_comparisons_keep_to_their_share_of_the_evaluators_time_until_the_finish():
+    ch = Champion(share=0.25)
+    ch.offer(entry("a", 1.0))
+    ch.spent(judging=10.0)
+    ch.offer(entry("b", 1.5))
+    assert ch.next_challenge().candidate.id == "b"
+    ch.spent(comparing=20.0)                                  # 20 of 30 s: past a quarter
+    ch.settle(comparison(0.95, 1.05))
+    ch.offer(entry("c", 1.6))
+    assert ch.next_challenge() is None and [e.candidate.id for e in ch.challengers] == ["c"]
+    ch.spent(judging=50.0)                                    # 20 of 80 s: within it again
+    assert ch.next_challenge().candidate.id == "c"
+    ch.spent(comparing=40.0)
+    ch.settle(comparison(0.95, 1.05))
+    ch.offer(entry("d", 1.7))
+    assert ch.next_challenge() is None
+    assert ch.next_challenge(finishing=True).candidate.id == "d"   # the finish compares the fittest left

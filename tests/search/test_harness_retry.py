@@ -10,6 +10,7 @@ from kevolve.messages import Candidate
 from kevolve.search import driver as drv
 from kevolve.search.jobs import Job, Step
 from kevolve.search.pacing import Builds
+from kevolve.search.champion import Champion
 from kevolve.search.store import Store
 
 OOM = ("BT=65536,(4096,)/identity/s0: crash: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
@@ -30,6 +31,7 @@ def _driver(tmp_path) -> drv.Driver:
     d.load, d.busy_seconds, d.stage_seconds, d.judge_phases = [1], 0.0, {"evaluate": 0.0}, {}
     d.queue, d.store, d.evaluated = [], Store.create(tmp_path, {"task": "t", "target": "cuda"}), 0
     d.builds = Builds(evaluators=1, builders=1)
+    d.freed, d.champion = [0.0], Champion()
     d.store.record_evaluation = lambda *a, **k: (_ for _ in ()).throw(Finished())
     return d
 

@@ -465,6 +465,35 @@ def test_a_best_that_fails_when_judged_again_is_not_reported(local_ray, tmp_path
 
 
 # ---------------------------------------------------------------------- 5. budgets
+SLOW_CALLS = """
+// a correct kernel whose every call first spins for several seconds: no judgement of it ends within seconds
+static volatile unsigned long long spin_sink;
+"""
+
+
+def test_a_budget_that_ends_before_any_verdict_says_which_phase_is_slow(local_ray, tmp_path):
+    """The quick start on a host where one judgement outlasts the budget once reported 0 candidates, "no correct
+    kernel was found", and an evaluator 0% busy that its progress line had shown busy for 8 minutes. Now the
+    judgement cut off is named with its phase, and its seconds count as busy."""
+    task = tmp_path / "slow_task"
+    shutil.copytree(TASK, task)
+    seed = task / "seeds" / "cpu.cpp"
+    text = seed.read_text().replace("extern \"C\" int forward(", SLOW_CALLS + "extern \"C\" int forward(", 1)
+    text = text.replace("    const int64_t blocks =", "    for (unsigned long long k = 0; k < 20000000000ULL; ++k) spin_sink = k;\n"
+                        "    const int64_t blocks =", 1)
+    seed.write_text(text)
+    run_dir = tmp_path / "run"
+    summary = search.run(make_config(task=task, candidates=4, wall_time_s=12), run_dir)
+    assert summary.candidates == 0 and summary.stopped.startswith("wall time"), summary
+    assert len(summary.unfinished) == 1, summary
+    line = summary.unfinished[0]
+    assert line.startswith("evaluator 0: a judgement cut off after") and "in phase 'check'" in line, line
+    assert summary.evaluator_busy > 0.3, summary
+    from kevolve.report.tables import summary_text
+    text = summary_text(summary, run_dir)
+    assert "no judgement finished before the budget ended" in text and "cut off by the budget: evaluator 0" in text
+
+
 @pytest.mark.slow
 def test_wall_time_stops_the_run_and_resume_finishes_it(local_ray, tmp_path):
     run_dir = tmp_path / "run"
