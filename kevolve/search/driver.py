@@ -99,7 +99,7 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
 class Driver(Summarising):
     def __init__(self, plan: Plan, task: Task, store: Store, run_dir: Path, stream: Iterator[str] | None = None):
         self.plan, self.task, self.store, self.run_dir, self.stream = plan, task, store, run_dir, stream
-        self.population = Population(plan.population)
+        self.population = Population(plan.population, plan.seeds_only)
         self.rng = random.Random(plan.seed)
         self.tracker = make_tracker(plan.tracker)
         self.evaluators = [actors.Evaluator.options(**plan.evaluator_placement)
@@ -149,7 +149,8 @@ class Driver(Summarising):
         """Rebuilds the population from the store; re-queues unfinished candidates; seeds a new run."""
         if resumed and self.store.candidates():      # a run killed before its seeds were stored is seeded anew
             done = self.store.finished()
-            self.population = Population.restore(self.plan.population, [(r.candidate, r.outcome) for r in done])
+            self.population = Population.restore(self.plan.population, [(r.candidate, r.outcome) for r in done],
+                                                 self.plan.seeds_only)
             self.finished = len(done)
             self.correct = sum(1 for r in done if r.correct)
             self.rng = random.Random(f"{self.plan.seed}/{self.finished}")
