@@ -44,6 +44,7 @@ from kevolve.judge.results import Comparison, Evaluation
 from kevolve.messages import Candidate, Mutation, Outcome, Proposal, RunSummary, Status
 from kevolve.operators.choice import reward
 from kevolve.search import actors, requests, suspects
+from kevolve.search.banner import announce
 from kevolve.search.champion import Champion, Entry
 from kevolve.search.learning import Learning, strategy_of
 from kevolve.search.pacing import Builds, Pacer
@@ -81,6 +82,7 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
         store.close()
         raise
     try:
+        announce(driver.plan, task, store)               # operators, verifiers, expected cost per candidate
         driver.restore(resumed)
         driver.loop()
         driver.confirm_best()
