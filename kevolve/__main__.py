@@ -5,6 +5,7 @@
 Hydra composes `conf/config.yaml`; `kevolve.config.from_hydra` checks it against the typed schema (a bad
 value stops here, naming the field); `kevolve.search.run` does the rest. Prints a live progress line on
 stderr, then the summary table, and as the last line of stdout one JSON object.
+`search.dry_run=true` prints what the run would send and spend instead (kevolve/search/dry_run.py), exit 0.
 Exit status: 0 when a correct kernel was found, 1 when none was, 2 on a configuration error, a malformed
 task, or a run directory whose database cannot be written (the message says which and what to do).
 """
@@ -34,6 +35,10 @@ def main(cfg: DictConfig) -> int:
     from kevolve.task.spec import TaskError
     try:
         config = from_hydra(cfg)
+        if config.search.dry_run:                    # prices the first prompts; calls nothing, writes nothing
+            from kevolve.search.dry_run import dry_run
+            print(dry_run(config), flush=True)
+            return 0
         if HydraConfig.get().mode.name == "MULTIRUN" and config.logger.group is None:
             config.logger.group = Path(HydraConfig.get().sweep.dir).name     # W&B groups a sweep's jobs
         run_dir = Path(config.resume or config.run_dir or HydraConfig.get().runtime.output_dir).resolve()

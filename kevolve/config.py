@@ -59,6 +59,7 @@ LLM_OPERATORS = OPERATORS[1:]
 CHOICES = ("weights", "ucb1", "thompson")
 SEEDS = ("all", "listed", "best")
 VERIFIERS = ("compile", "memory", "numerics")
+MODES = ("evolve", "best_of_n")
 
 
 @dataclass
@@ -76,7 +77,9 @@ class PopulationConfig:
     founders:           operators whose candidates found a new family instead of joining their parent's.
     operators:          operator -> weight: how often each is proposed (knob needs no LLM; translate, optimize,
                         crossover, repair, meta and red_team need an llm=...; red_team is off unless weighted:
-                        its accepted children are reported as suspected judge bugs, never as kernels).
+                        its accepted children are reported as suspected judge bugs, never as kernels). A weight
+                        left null (the default) is the pipeline's for the LLM chosen, resolved in the plan
+                        (kevolve/search/pipeline.py): with llm=none knob alone, with an LLM the paper's pipeline.
     inspiration_rate:   the probability that a proposal carries inspirations from the archive (0–1).
     inspirations:       how many it carries then (≥ 1).
     """
@@ -87,7 +90,7 @@ class PopulationConfig:
     tournament: int = 3
     usage_penalty: float = 0.5
     founders: list[str] = field(default_factory=lambda: ["seed", "translate", "meta"])
-    operators: dict[str, float] = field(default_factory=lambda: {"knob": 1.0})
+    operators: dict[str, Optional[float]] = field(default_factory=lambda: dict.fromkeys(OPERATORS))
     inspiration_rate: float = 0.3
     inspirations: int = 1
 
@@ -102,10 +105,19 @@ class PopulationConfig:
         need(isinstance(self.usage_penalty, (int, float)) and self.usage_penalty >= 0, "usage_penalty", "a number >= 0")
         need(0 <= self.inspiration_rate <= 1, "inspiration_rate", "a probability in [0, 1]")
         ops = self.operators
-        need(bool(ops) and all(w >= 0 for w in ops.values()) and sum(ops.values()) > 0, "operators",
-             "operator weights >= 0, not all zero")
+        given = [w for w in ops.values() if w is not None]
+        need(all(isinstance(w, (int, float)) and w >= 0 for w in given), "operators",
+             "operator weights >= 0, or null for the pipeline's default")
+        need(not given or len(given) < len(ops) or sum(given) > 0, "operators", "operator weights, not all zero")
         need(not set(ops) - set(OPERATORS), "operators", f"operators among {list(OPERATORS)}")
         self.founders, self.operators = list(self.founders), dict(ops)
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """The weights once resolved (kevolve/search/pipeline.py); raises when one is still null."""
+        if any(w is None for w in self.operators.values()):
+            raise ValueError("operator weights not resolved: kevolve.search.pipeline.resolve fills the nulls")
+        return {op: float(w) for op, w in self.operators.items()}
 
 
 @dataclass
@@ -114,7 +126,7 @@ class VerifiersConfig:
     passed the static rules and predict, without compiling it, whether it fails a check.
 
     checks:         which verifiers run: any of compile, memory, numerics ([] = none; each is one LLM call per
-                    candidate).
+                    candidate); null (the default): all three with an LLM, none without (kevolve/search/pipeline.py).
     mode:           shadow (record verdicts, build and judge everything) | filter (drop rejected candidates).
     aggregation:    any | majority | all: how the verdicts of the verifiers that may reject combine.
     audit_share:    filter mode: this fraction of rejected candidates is built and judged anyway (0–1), so false
@@ -123,7 +135,7 @@ class VerifiersConfig:
     min_samples:    … over at least this many judged fail verdicts; until then its verdict only orders the
                     build queue.
     """
-    checks: list[str] = field(default_factory=list)
+    checks: Optional[list[str]] = None
     mode: str = "shadow"
     aggregation: str = "any"
     audit_share: float = 0.1
@@ -143,6 +155,12 @@ class SearchConfig:
                                          # kevolve.tasks best RUN_DIR` makes one); replay takes the recorded
                                          # run's seeds, and a resumed run is not seeded again
     population: PopulationConfig = field(default_factory=PopulationConfig)   # islands, archive, selection, operators
+    mode: str = "evolve"                 # evolve (the search) | best_of_n (the same budget as independent samples
+                                         # from the seeds: no parents from the archive, no inspirations, repair,
+                                         # crossover, strategies shown or bandit; kevolve/search/pipeline.py)
+    dry_run: bool = False                # compose the first prompts, print their token counts and the expected
+                                         # cost per candidate and per run at the configured prices, call nothing,
+                                         # exit 0 (kevolve/search/dry_run.py)
     choice: str = "weights"              # operator × model choice: weights (search.population.operators × the
                                          # llm.models weights) | ucb1 | thompson (bandits rewarded by the child's
                                          # fitness over its parent's; a weight of 0 switches an arm off)
@@ -278,7 +296,7 @@ def validate(c: Config) -> None:
     need(s.baseline_refresh_s is None or s.baseline_refresh_s >= 0, "search.baseline_refresh_s", s.baseline_refresh_s,
          "null or seconds >= 0 (0: with every candidate)")
     ops = s.population.operators
-    llm_ops = sorted(o for o, w in ops.items() if o != "knob" and w > 0)
+    llm_ops = sorted(o for o, w in ops.items() if o != "knob" and w is not None and w > 0)
     need(not (llm_ops and c.llm.provider == "none"), "search.population.operators", llm_ops,
          "only `knob` when llm.provider is none (configure an llm=...)")
     r = c.resources
@@ -306,11 +324,13 @@ def validate(c: Config) -> None:
     for key in ("translations", "meta_children", "strategies_shown"):
         need(getattr(s, key) >= (0 if key != "meta_children" else 1), f"search.{key}", getattr(s, key),
              "an integer >= 0" if key != "meta_children" else "an integer >= 1")
+    need(s.mode in MODES, "search.mode", s.mode, "evolve | best_of_n (independent samples from the seeds)")
     v = s.verifiers
-    need(set(v.checks) <= set(VERIFIERS) and len(set(v.checks)) == len(v.checks), "search.verifiers.checks",
-         list(v.checks), f"distinct names among {list(VERIFIERS)}")
-    need(not (v.checks and c.llm.provider == "none"), "search.verifiers.checks", list(v.checks),
-         "[] when llm.provider is none (LLM verifiers need an llm=...)")
+    checks = list(v.checks or [])
+    need(set(checks) <= set(VERIFIERS) and len(set(checks)) == len(checks), "search.verifiers.checks",
+         v.checks, f"null (all three with an LLM) or distinct names among {list(VERIFIERS)}")
+    need(not (checks and c.llm.provider == "none"), "search.verifiers.checks", checks,
+         "[] or null when llm.provider is none (LLM verifiers need an llm=...)")
     need(v.mode in ("filter", "shadow"), "search.verifiers.mode", v.mode, "filter or shadow")
     need(v.aggregation in ("any", "majority", "all"), "search.verifiers.aggregation", v.aggregation,
          "any, majority or all")

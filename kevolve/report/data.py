@@ -11,7 +11,10 @@ search writing it goes on) into a `Run`; the functions below derive what the rep
 - `rates(run, key)`: per operator (or model) how many candidates ended in each status, correct apart;
 - `confusion(records)`: per LLM verifier, its verdicts against the judge's outcome (`screening.truth`);
 - `lineage(records)`: one row per edge parent → child (roots with parent ""), for tables that rebuild the tree;
-- `run_dirs(paths)`: run directories among paths (a multirun directory stands for the runs below it).
+- `run_dirs(paths)`: run directories among paths (a multirun directory stands for the runs below it);
+- `plan(run)`, `search_kind(run)`: what a run turned on (mode, LLM operators or knob only, verifiers, budget);
+- `compared(runs)`: runs side by side at the same budget — each one's best within the first n verdicts (n: the
+  fewest any of them reached), LLM calls, LLM-made candidates, spend — and the configuration keys that differ.
 
 Not guaranteed: wall time excludes the time a stopped run was not running (a resumed run's clock includes
 the gap); costs of LLM calls recorded as events, not candidates, count from the time of the event.
@@ -212,3 +215,63 @@ def summary_row(run: Run) -> dict[str, Any]:
             "speedup_compile": ev.speedup_compile if ev else None, "floor_fraction": ev.floor_fraction if ev else None,
             "seconds": points[-1].seconds if points else 0.0, "dollars": spend(run),
             "stopped": next((p.get("stopped") for _, k, p in reversed(run.events) if k == "finish"), "running or killed")}
+
+
+def plan(run: Run) -> dict[str, Any]:
+    """What the run turned on: its last `plan` event (resolved weights, verifiers, mode), else what its stored
+    configuration says (runs older than that event: weights left null read as unresolved)."""
+    for _, kind, p in reversed(run.events):
+        if kind == "plan" and isinstance(p, dict):
+            return p
+    config = run.meta.get("config") or {}
+    search, llm = config.get("search") or {}, config.get("llm") or {}
+    return {"mode": search.get("mode", "evolve"), "llm": llm.get("provider", "none"),
+            "operators": (search.get("population") or {}).get("operators") or {},
+            "verifiers": list((search.get("verifiers") or {}).get("checks") or []),
+            "candidates": search.get("candidates"), "wall_time_s": search.get("wall_time_s"),
+            "dollars": search.get("dollars")}
+
+
+def search_kind(run: Run) -> str:
+    """A short name for how a run searched: its mode, and the LLM operators on or `knob only`."""
+    p = plan(run)
+    ops = [op for op, w in (p.get("operators") or {}).items() if w and op != "knob"]
+    how = "best-of-N" if p.get("mode") == "best_of_n" else "evolution"
+    return f"{how}, " + (f"LLM ({p.get('llm')}: {', '.join(ops)})" if ops else "knob only")
+
+
+def best_within(run: Run, n: int) -> float:
+    """The best fitness among the first `n` verdicts (0 when none was correct): runs compared at equal budget."""
+    points = curve(run)[:n]
+    return points[-1].best if points else 0.0
+
+
+def compared(runs: list[Run]) -> tuple[int, list[dict[str, Any]], list[tuple[str, list[Any]]]]:
+    """Runs side by side at the same budget: (n, one row per run, the configuration keys whose values differ).
+    n is the fewest verdicts any run reached; each row holds the run's best fitness within its first n verdicts
+    (`best_within`) beside its overall numbers, its LLM calls, LLM-made candidates judged and spend."""
+    n = min((len(r.finished) for r in runs), default=0)
+    rows = []
+    for r in runs:
+        made = [x for x in r.finished if x.candidate.model is not None]
+        finish = next((p for _, k, p in reversed(r.events) if k == "finish" and isinstance(p, dict)), {})
+        p = plan(r)
+        rows.append({**summary_row(r), "search": search_kind(r), "best_at_n": best_within(r, n),
+                     "llm_made": len(made), "llm_made_correct": sum(1 for x in made if x.correct),
+                     "llm_calls": finish.get("llm_calls"),
+                     "budget": (p.get("candidates"), p.get("wall_time_s"), p.get("dollars"))})
+    flat = [_flatten(r.meta.get("config") or {}) for r in runs]
+    keys = sorted({k for f in flat for k in f} - {"run_dir", "resume"})
+    differ = [(k, [f.get(k) for f in flat]) for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
+    return n, rows, differ
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out

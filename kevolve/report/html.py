@@ -80,15 +80,35 @@ def render(runs: list[data.Run], out_dir: Path) -> tuple[Path, list[Path]]:
 
 
 def _comparison(page: Page, runs: list[data.Run]) -> None:
-    rows = [data.summary_row(r) for r in runs]
-    page.add("<h2>Runs compared</h2>" + _table(
-        ["run", "task", "target", "candidates", "correct", "speedup", "vs eager", "vs compile", "of floor",
-         "wall time", "spend", "stopped"],
-        [[Path(r["run"]).name, r["task"], r["target"], r["candidates"], r["correct"], _x(r["speedup"]),
-          _x(r["speedup_eager"]), _x(r["speedup_compile"]), _pct(r["floor_fraction"]), f"{r['seconds']:.0f} s",
-          f"${r['dollars']:.2f}", r["stopped"]] for r in rows]))
+    n, rows, differ = data.compared(runs)
+    page.add("<h2>Runs compared</h2>"
+             f"<p>Side by side at the same budget: <b>best at {n}</b> is each run's best fitness (speedup over the "
+             f"faster torch baseline, from the search) among its first {n} judged candidates — the most every run "
+             "reached — so a run that went on longer is not favoured. Evolution against best-of-N: "
+             "<code>search.mode=evolve,best_of_n</code>; LLM against knob only: <code>llm=openai,none</code> (a "
+             "Hydra sweep, <code>-m</code>, then this report of its directory).</p>" + _table(
+        ["run", "search", "budget (candidates, s, $)", "candidates", "correct", f"best at {n}", "speedup",
+         "vs eager", "vs compile", "of floor", "LLM calls", "LLM-made judged (correct)", "spend", "wall time",
+         "stopped"],
+        [[Path(r["run"]).name, r["search"], _budget(r["budget"]), r["candidates"], r["correct"],
+          _x(r["best_at_n"] or None), _x(r["speedup"]), _x(r["speedup_eager"]), _x(r["speedup_compile"]),
+          _pct(r["floor_fraction"]), "-" if r["llm_calls"] is None else r["llm_calls"],
+          f"{r['llm_made']} ({r['llm_made_correct']})", f"${r['dollars']:.2f}", f"{r['seconds']:.0f} s", r["stopped"]]
+         for r in rows]))
+    if len({r["budget"] for r in rows}) > 1:
+        page.add("<p><b>The runs had different budgets</b> (candidates, wall time, dollars): compare them at "
+                 f"best at {n}, or run them again with the same search.candidates, wall_time_s and dollars.</p>")
+    if differ:
+        page.add("<details open><summary>configuration that differs between the runs</summary>" + _table(
+            ["key"] + [Path(r["run"]).name for r in rows], [[k] + [json.dumps(v) for v in vs] for k, vs in differ])
+            + "</details>")
     page.figure("comparison", figures.progress(runs), "best speedup so far of each run, against candidates, wall "
                 "time and dollars")
+
+
+def _budget(b) -> str:
+    candidates, seconds, dollars = b
+    return f"{candidates if candidates is not None else '-'}, {seconds or '-'}, {'-' if dollars is None else dollars}"
 
 
 def _run(page: Page, run: data.Run, prefix: str) -> None:

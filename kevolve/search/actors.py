@@ -167,7 +167,7 @@ class Evaluator:
             return {"device": torch.cuda.get_device_name(), "node": ray.util.get_node_ip_address(),
                     "arch": builder.arch_name(*torch.cuda.get_device_capability()),   # overrides: the plan
                     "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "ncu": shutil.which("ncu")}
-        return {"device": "cpu", "arch": None, "node": ray.util.get_node_ip_address(), "cpu": _cpu_name()}
+        return {"device": "cpu", "arch": None, "node": ray.util.get_node_ip_address(), "cpu": cpu_name()}
 
     @ray.method(concurrency_group="status")
     def status(self) -> dict | None:
@@ -222,7 +222,7 @@ def _gpu_memory() -> int | None:
         return None
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     """The CPU's model name (/proc/cpuinfo), with its core count."""
     name = ""
     try:

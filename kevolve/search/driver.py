@@ -44,6 +44,7 @@ from kevolve.judge.results import Comparison, Evaluation
 from kevolve.messages import Candidate, Mutation, Outcome, Proposal, RunSummary, Status
 from kevolve.operators.choice import reward
 from kevolve.search import actors, requests, suspects
+from kevolve.search.banner import announce
 from kevolve.search.champion import Champion, Entry
 from kevolve.search.learning import Learning, strategy_of
 from kevolve.search.pacing import Builds, Pacer
@@ -81,6 +82,7 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
         store.close()
         raise
     try:
+        announce(driver.plan, task, store)               # operators, verifiers, expected cost per candidate
         driver.restore(resumed)
         driver.loop()
         driver.confirm_best()
@@ -99,7 +101,7 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
 class Driver(Summarising):
     def __init__(self, plan: Plan, task: Task, store: Store, run_dir: Path, stream: Iterator[str] | None = None):
         self.plan, self.task, self.store, self.run_dir, self.stream = plan, task, store, run_dir, stream
-        self.population = Population(plan.population)
+        self.population = Population(plan.population, plan.seeds_only)
         self.rng = random.Random(plan.seed)
         self.tracker = make_tracker(plan.tracker)
         self.evaluators = [actors.Evaluator.options(**plan.evaluator_placement)
@@ -153,7 +155,8 @@ class Driver(Summarising):
         """Rebuilds the population from the store; re-queues unfinished candidates; seeds a new run."""
         if resumed and self.store.candidates():      # a run killed before its seeds were stored is seeded anew
             done = self.store.finished()
-            self.population = Population.restore(self.plan.population, [(r.candidate, r.outcome) for r in done])
+            self.population = Population.restore(self.plan.population, [(r.candidate, r.outcome) for r in done],
+                                                 self.plan.seeds_only)
             self.finished = len(done)
             self.correct = sum(1 for r in done if r.correct)
             self.rng = random.Random(f"{self.plan.seed}/{self.finished}")

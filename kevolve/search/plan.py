@@ -4,7 +4,8 @@
 cluster (`ray.cluster_resources()`: CPU and GPU counts) into a frozen `Plan`: target, shape set, how many
 evaluators and builders, how many candidates and LLM calls in flight (the LLM calls' start and bounds: the driver
 adapts within them, kevolve/search/pacing.py), the judging options, cache sizes, budgets,
-the LLM, its operators' settings and verifiers, and the seed kernels the search starts from (`search.seeds`:
+the LLM, its operators' weights and verifiers (nulls filled by kevolve/search/pipeline.py: the paper's pipeline
+with an LLM, knob mutation alone without), the mode (evolve or best_of_n), and the seed kernels the search starts from (`search.seeds`:
 the files task.yaml lists, the task's best/ kernel, or both; `best` without one is refused here). The device
 the prompts name (GPU and arch, or the CPU) comes from the evaluators once they run (`with_device`). Nothing
 below the driver re-derives a default; a configuration the cluster cannot serve (cuda without GPUs, a
@@ -22,7 +23,7 @@ from typing import Any, Mapping
 from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, VerifiersConfig
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
-from kevolve.search import pacing
+from kevolve.search import pacing, pipeline
 from kevolve.task.spec import BEST_FILES, Task, TaskError
 
 ABI = "c"            # a search writes kernels in the C ABI (the torch ABI is for importing kernels)
@@ -70,6 +71,8 @@ class Plan:
     ncu: str | None = None               # … with this ncu, found on the evaluators' PATH (None: not profiled)
     seeds: tuple[tuple[str, str], ...] = ()   # (label, path): the kernels a new run starts from, in order; the
                                          # label is the candidate's meta "file" (`cpu.cpp`, `best/cpu.cpp`)
+    mode: str = "evolve"                 # evolve | best_of_n (parents are the seeds only: `seeds_only`)
+    seeds_only: bool = False
 
     @property
     def llm_operators(self) -> tuple[str, ...]:
@@ -138,6 +141,7 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                           f"(it has {', '.join(task.shape_sets)})")
     evaluators = r.evaluators or (gpus if target == "cuda" else 1)
     llm = cfg.llm if cfg.llm.provider != "none" else None
+    chosen = pipeline.resolve(s, llm is not None)     # null weights and verifiers: the LLM's pipeline, or knob alone
     seeds = seed_files(task, target, s.seeds, replay=bool(llm is not None and llm.replay))
     llm_calls = least = most = 0
     if llm is not None:
@@ -146,7 +150,7 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
         endpoints = len({(provider_of(llm, m), base_url_of(llm, m)) for m in llm.models}) or 1
         least, most = (s.llm_calls, s.llm_calls) if s.llm_calls else (1, llm.concurrency * endpoints)
         llm_calls = pacing.start(evaluators, target, least, most)
-    llm_ops = [o for o, w in s.population.operators.items() if o != "knob" and w > 0]
+    llm_ops = [o for o in chosen.operators if o != "knob"]
     placement: dict[str, Any] = {"num_cpus": r.cpus_per_evaluator}
     if target == "cuda":                   # more evaluators than GPUs: they share them, timing in turns (gpu_lock)
         placement["num_gpus"] = 1 / math.ceil(evaluators / gpus) if gpus else 1
@@ -171,11 +175,12 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 reference_bytes=None if cache_gb is None else int(cache_gb * (1 << 30)), baseline_refresh_s=refresh,
                 compare_share=s.compare_share,
                 cache_dir=r.cache_dir, arch=os.environ.get("KEVOLVE_CUDA_ARCH") or r.cuda_arch,
-                population=s.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
+                population=chosen.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
                 dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,
                 tracker=cfg.logger, llm=llm, llm_calls=llm_calls, llm_calls_min=least, llm_calls_max=most,
                 in_flight_follows_llm=s.in_flight is None and bool(llm_ops),
                 in_flight_follows_builds=s.in_flight is None, choice=s.choice,
-                translations=s.translations if llm is not None and s.population.operators.get("translate", 0) > 0
-                else 0, meta_children=s.meta_children, strategies_shown=s.strategies_shown, verifiers=s.verifiers,
-                profile=s.profile and target == "cuda" and llm is not None, seeds=seeds)
+                translations=s.translations if llm is not None and "translate" in chosen.operators else 0,
+                meta_children=s.meta_children, strategies_shown=chosen.strategies_shown, verifiers=chosen.verifiers,
+                profile=s.profile and target == "cuda" and llm is not None, seeds=seeds, mode=chosen.mode,
+                seeds_only=chosen.seeds_only)

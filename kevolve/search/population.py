@@ -15,6 +15,9 @@ Guarantees:
   choice policy over operator × model, or the configured weights), parent, inspirations. An operator is only
   proposed when it can be served: repair needs a failed member, crossover two archive members, translate no
   parent at all (it writes from the torch reference).
+- Best-of-N (`seeds_only`, `search.mode=best_of_n`): every parent is one of the task's seeds (operator `seed`),
+  drawn uniformly (correct seeds first); no inspirations; repair and crossover are never served. Each child is
+  then an independent sample from the seeds, whatever the population holds.
 - Red-team candidates (operator `red_team`) are members — scored, counted — but never ranked: never the best,
   never in the archive, never a parent or an inspiration. An accepted one is a suspected judge bug, not a kernel.
 - The archive holds at most `archive_size` correct candidates, the fittest first, at most `per_family` of
@@ -64,8 +67,9 @@ class Member:
 class Population:
     """Islands of scored candidates, an elite archive, and the set of sources seen or in flight."""
 
-    def __init__(self, config: PopulationConfig | None = None):
-        self.config = config or PopulationConfig()
+    def __init__(self, config: PopulationConfig | None = None, seeds_only: bool = False):
+        self.config = config or PopulationConfig(operators={"knob": 1.0})
+        self.seeds_only = seeds_only
         self._members: dict[str, Member] = {}
         self._islands: list[list[str]] = [[] for _ in range(self.config.islands)]
         self._ranked: list[Member] = []            # correct members, fittest first
@@ -78,9 +82,10 @@ class Population:
         self.migrations = 0
 
     @classmethod
-    def restore(cls, config: PopulationConfig | None, records: Iterable[tuple[Candidate, Outcome]]) -> "Population":
+    def restore(cls, config: PopulationConfig | None, records: Iterable[tuple[Candidate, Outcome]],
+                seeds_only: bool = False) -> "Population":
         """The population that adding `records` one by one, in order, gives (the resume path)."""
-        pop = cls(config)
+        pop = cls(config, seeds_only)
         for candidate, outcome in records:
             pop.add(candidate, outcome)
         return pop
@@ -172,6 +177,8 @@ class Population:
         start, seeds), then to compiled ones (parents for repair), then to any; None when there is none."""
         if not 0 <= island < len(self._islands):
             raise ValueError(f"island {island} not in 0..{len(self._islands) - 1}")
+        if self.seeds_only:
+            return self._seed_parent(rng)
         here = [self._members[i] for i in self._islands[island] if not red_team(self._members[i].candidate)]
         everywhere = [m for m in self._members.values() if not red_team(m.candidate)]
         pool = ([m for m in here if m.outcome.correct] or [m for m in everywhere if m.outcome.correct]
@@ -186,6 +193,17 @@ class Population:
         self._selected[cid] = self._selected.get(cid, 0) + 1
         return winner.candidate
 
+    def _seed_parent(self, rng: Random) -> Candidate | None:
+        """Best-of-N: a seed, uniformly, among the correct seeds (else the compiled ones, else any)."""
+        seeds = [m for m in self._members.values() if m.candidate.operator == "seed"]
+        pool = [m for m in seeds if m.outcome.correct] or [m for m in seeds if m.outcome.compiled] or seeds
+        if not pool:
+            return None
+        winner = rng.choice(pool)
+        cid = winner.candidate.id
+        self._selected[cid] = self._selected.get(cid, 0) + 1
+        return winner.candidate
+
     def propose(self, rng: Random, policy: Any = None, only: Iterable[str] | None = None) -> Proposal | None:
         """What to make next: an island; an operator (with `policy`, a kevolve.operators.choice.Policy, its arm:
         operator and model; without, the configured operator weights) among those that can be served now (and are
@@ -194,7 +212,7 @@ class Population:
         `inspiration_rate` (always for crossover, whose second parent is the first inspiration), up to
         `inspirations` archive members. None when no operator can be served (no member yet, say)."""
         island = rng.randrange(self.config.islands)
-        weights = {op: w for op, w in self.config.operators.items()
+        weights = {op: w for op, w in self.config.weights.items()      # resolved by the plan: no null left
                    if w > 0 and (only is None or op in only) and self._servable(op)}
         if not weights:
             return None
@@ -209,7 +227,7 @@ class Population:
         if parent is None:
             return None
         inspirations: tuple[Candidate, ...] = ()
-        if operator == "crossover" or rng.random() < self.config.inspiration_rate:
+        if not self.seeds_only and (operator == "crossover" or rng.random() < self.config.inspiration_rate):
             inspirations = tuple(self.inspirations(island, self.config.inspirations, rng, exclude=[parent.id]))
         if operator == "crossover" and not inspirations:
             return None
@@ -218,6 +236,9 @@ class Population:
     def _servable(self, operator: str) -> bool:
         if operator in NO_PARENT:
             return True
+        if self.seeds_only:
+            return operator not in ("repair", "crossover") and any(m.candidate.operator == "seed"
+                                                                   for m in self._members.values())
         if operator == "repair":
             return bool(self._failures())
         if operator == "crossover":

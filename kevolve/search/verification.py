@@ -36,6 +36,8 @@ class Screened:
 
 class Verification:
     def __init__(self, config: VerifiersConfig, seed: int):
+        if config.checks is None:
+            raise ValueError("verifier checks not resolved: kevolve.search.pipeline.resolve fills a null list")
         self.checks = tuple(config.checks)
         self.screen = Screen(config.mode, config.aggregation, config.audit_share, config.precision_bar,
                              config.min_samples)

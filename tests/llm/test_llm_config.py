@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from kevolve.config import from_hydra     # also registers the task group's options (tasks/), which compose needs
 from kevolve.llm import LLMConfig, LLMConfigError, ModelSpec, make_provider, validate
 from kevolve.llm.ensemble import Disabled
+from kevolve.search import pipeline
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 OPTIONS = sorted(p.stem for p in (CONF / "llm").glob("*.yaml"))
@@ -50,20 +51,22 @@ def _readme_llm_commands() -> list[list[str]]:
     text = (CONF.parent / "README.md").read_text()
     section = text.split("## Using an LLM", 1)[1].split("\n## ", 1)[0]
     block = section.split("```bash", 1)[1].split("```", 1)[0].replace("\\\n", " ")
-    return [shlex.split(line)[3:] for line in block.splitlines() if line.startswith("python -m kevolve ")]
+    return [shlex.split(line, comments=True)[3:] for line in block.splitlines() if line.startswith("python -m kevolve ")]
 
 
 def test_the_readmes_llm_commands_compose_and_validate():
     """Every command of "Using an LLM", and the price override its cost paragraph gives, composes into a Config
     that passes every check (kevolve.config.from_hydra), with the provider and models it names."""
     commands = _readme_llm_commands()
-    assert [next(a for a in c if a.startswith("llm=")) for c in commands] == ["llm=openai", "llm=gemini", "llm=local"]
+    providers = [next(a for a in c if a.startswith("llm=")) for c in commands]
+    assert list(dict.fromkeys(providers)) == ["llm=openai", "llm=gemini", "llm=local"] and len(commands) >= 3
     price = re.search(r"`('\+\+llm\.prices=[^`]+')`", (CONF.parent / "README.md").read_text())[1]
     for overrides in commands + [["llm=openai", *shlex.split(price)]]:
         with initialize_config_dir(config_dir=str(CONF), version_base=None):
             cfg = from_hydra(compose(config_name="config", overrides=overrides))
         assert cfg.llm.provider == next(a for a in overrides if a.startswith("llm="))[4:] and cfg.llm.models
-        assert overrides not in commands or cfg.search.population.operators["optimize"] > 0
+        resolved = pipeline.resolve(cfg.search, llm=True).population.operators     # nulls: the pipeline's weights
+        assert overrides not in commands or resolved["optimize"] > 0
         assert overrides is not commands[-1] or cfg.llm.models[0].name == "Qwen/Qwen2.5-Coder-32B-Instruct"
     assert cfg.llm.prices["gpt-4.1"].input == 2
 

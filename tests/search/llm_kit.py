@@ -137,10 +137,20 @@ def ray_with(env: dict[str, str], cache_dir: Path):
                 os.environ[k] = v
 
 
+def only(weights: dict | None = None) -> dict:
+    """Operator weights with every operator not named at 0: a test asks for exactly the operators it scripts
+    (a null weight would be the LLM pipeline's default, kevolve/search/pipeline.py)."""
+    from kevolve.config import OPERATORS
+    return {**dict.fromkeys(OPERATORS, 0.0), **({"knob": 1.0} if weights is None else weights)}
+
+
 def config_dict(task: Path, llm: dict, resume: Path | None = None, **search) -> dict:
     """A CPU search of `task` with this `llm` group, as the dict `from_hydra` takes (a driver in another process
-    gets it as JSON); `search` fields over fast, single-island defaults."""
+    gets it as JSON); `search` fields over fast, single-island defaults: the operators named (knob alone when none
+    is) and no LLM verifier unless `verifiers` is given."""
     population = {"islands": 1, "inspiration_rate": 0.0, **search.pop("population", {})}
+    population["operators"] = only(population.get("operators"))
+    search.setdefault("verifiers", {"checks": []})
     return {"task": {"name": str(task)}, "resources": {"target": "cpu"}, "progress": False,
             "resume": str(resume) if resume else None,
             "search": {**FAST, "llm_calls": 2, "in_flight": 3, **search, "population": population},

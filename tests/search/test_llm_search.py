@@ -25,7 +25,7 @@ import ray
 from kevolve.config import ConfigError, from_hydra
 from kevolve.search import driver as search
 from kevolve.search.store import Store
-from llm_kit import BROKEN, FAST, GOOD, SLOW, TASK, WRONG, fenced, kind, verdict
+from llm_kit import BROKEN, FAST, GOOD, SLOW, TASK, WRONG, fenced, kind, only, verdict
 from llm_servers import OPENAI_KEY, LLMServer, Ok, Status
 
 UNROLLED = GOOD.replace("constexpr int UNROLL = 1;", "constexpr int UNROLL = 2;")
@@ -115,8 +115,11 @@ def env(tmp_path_factory):
 def config(task: Path, url: str, **search_kw):
     llm = search_kw.pop("llm", {})
     search_cfg = {**FAST, "population": {"islands": 1, "inspiration_rate": 0.0,
-                                         "operators": {"knob": 0, "translate": 0.2, "optimize": 2, "repair": 4, "meta": 1}},
-                  "translations": 1, "meta_children": 2, "llm_calls": 2, "in_flight": 3, **search_kw}
+                                         "operators": only({"translate": 0.2, "optimize": 2, "repair": 4, "meta": 1})},
+                  "translations": 1, "meta_children": 2, "llm_calls": 2, "in_flight": 3, "verifiers": {"checks": []},
+                  **search_kw}
+    if "operators" in search_cfg["population"]:
+        search_cfg["population"]["operators"] = only(search_cfg["population"]["operators"])
     return from_hydra({"task": {"name": str(task)}, "search": search_cfg, "resources": {"target": "cpu"},
                        "llm": {"provider": "openai", "base_url": url + "/v1", "models": [{"name": "gpt-4.1"}],
                                "max_retries": 3, "backoff_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 30,

@@ -51,6 +51,11 @@ def ok(fitness: float) -> Outcome:
 FAILED = Outcome(0.0, False, compiled=False, feedback="error: expected ';'")
 
 
+def knob_only(**fields) -> PopulationConfig:
+    """A population config with its weights resolved, as the plan hands it over (knob mutation alone)."""
+    return PopulationConfig(operators={"knob": 1.0}, **fields)
+
+
 # ---------------------------------------------------------------- duplicates
 @pytest.mark.parametrize("variant", SAME)
 def test_comments_and_whitespace_do_not_make_a_new_source(variant):
@@ -118,7 +123,7 @@ def test_config_validation_names_the_field(field, value):
 
 
 def test_adding_twice_or_to_a_missing_island_fails():
-    pop = Population(PopulationConfig(islands=2))
+    pop = Population(knob_only(islands=2))
     pop.add(cand("a"), ok(1.0))
     with pytest.raises(ValueError, match="already"):
         pop.add(cand("a"), ok(1.0))
@@ -153,7 +158,7 @@ def test_propose_is_deterministic_given_the_rng():
 
 
 def test_no_inspirations_at_rate_zero():
-    pop = Population(PopulationConfig(islands=1, inspiration_rate=0.0))
+    pop = Population(knob_only(islands=1, inspiration_rate=0.0))
     for i in range(4):
         pop.add(cand(f"c{i}"), ok(1.0 + i))
     rng = random.Random(0)
@@ -162,7 +167,7 @@ def test_no_inspirations_at_rate_zero():
 
 # ---------------------------------------------------------------- selection
 def test_selection_prefers_fitter_candidates_but_picks_others():
-    pop = Population(PopulationConfig(islands=1, usage_penalty=0.0, migration_interval=1000))
+    pop = Population(knob_only(islands=1, usage_penalty=0.0, migration_interval=1000))
     for i, f in enumerate([1.0, 1.2, 1.5, 2.0, 4.0]):
         pop.add(cand(f"c{i}"), ok(f))
     rng = random.Random(0)
@@ -173,7 +178,7 @@ def test_selection_prefers_fitter_candidates_but_picks_others():
 
 def test_usage_penalty_spreads_selection():
     def spread(penalty):
-        pop = Population(PopulationConfig(islands=1, usage_penalty=penalty, tournament=5))
+        pop = Population(knob_only(islands=1, usage_penalty=penalty, tournament=5))
         for i, f in enumerate([1.0, 1.1, 1.2, 1.3, 1.4]):
             pop.add(cand(f"c{i}"), ok(f))
         rng = random.Random(1)
@@ -183,7 +188,7 @@ def test_usage_penalty_spreads_selection():
 
 
 def test_a_child_arriving_turns_its_selection_into_a_use():
-    pop = Population(PopulationConfig(islands=1))
+    pop = Population(knob_only(islands=1))
     pop.add(cand("p"), ok(1.0))
     assert pop.select_parent(0, random.Random(0)).id == "p" and pop.uses("p") == 1
     pop.add(cand("c", parents=("p",)), FAILED)
@@ -192,7 +197,7 @@ def test_a_child_arriving_turns_its_selection_into_a_use():
 
 def test_selection_is_deterministic_given_the_rng():
     def picks():
-        pop = Population(PopulationConfig(islands=1))
+        pop = Population(knob_only(islands=1))
         for i in range(10):
             pop.add(cand(f"c{i}"), ok(1 + i / 10))
         rng = random.Random(7)
@@ -201,7 +206,7 @@ def test_selection_is_deterministic_given_the_rng():
 
 
 def test_selection_falls_back_when_nothing_is_correct():
-    pop = Population(PopulationConfig(islands=2))
+    pop = Population(knob_only(islands=2))
     assert pop.select_parent(0, random.Random(0)) is None
     pop.add(cand("broken"), FAILED)
     pop.add(cand("wrong"), Outcome(0.0, False, compiled=True, feedback="max_rel_err 3.2"))
@@ -213,7 +218,7 @@ def test_selection_falls_back_when_nothing_is_correct():
 # ---------------------------------------------------------------- archive and inspirations
 def family_pop(per_family=2, archive_size=16):
     """Three families (seed roots a, b, c), each with children of rising fitness."""
-    pop = Population(PopulationConfig(islands=1, per_family=per_family, archive_size=archive_size))
+    pop = Population(knob_only(islands=1, per_family=per_family, archive_size=archive_size))
     for root, base in (("a", 1.0), ("b", 2.0), ("c", 3.0)):
         pop.add(cand(root, operator="seed"), ok(base))
         for j in range(4):
@@ -242,7 +247,7 @@ def test_inspirations_come_from_the_archive_one_per_family_first():
 
 
 def test_inspirations_prefer_the_island():
-    pop = Population(PopulationConfig(islands=2, migration_interval=1000))
+    pop = Population(knob_only(islands=2, migration_interval=1000))
     for i in range(4):
         pop.add(cand(f"x{i}", island=0, operator="seed"), ok(1.0 + i))
         pop.add(cand(f"y{i}", island=1, operator="seed"), ok(0.5 + i / 10))
@@ -252,7 +257,7 @@ def test_inspirations_prefer_the_island():
 
 # ---------------------------------------------------------------- migration
 def test_migration_copies_each_islands_best_to_the_next():
-    pop = Population(PopulationConfig(islands=3, migration_interval=6))
+    pop = Population(knob_only(islands=3, migration_interval=6))
     for i, f in enumerate([1.0, 2.0, 1.5, 3.0, 0.5]):
         pop.add(cand(f"c{i}", island=i % 3), ok(f))
     assert pop.migrations == 0
@@ -321,3 +326,42 @@ def test_operators_are_proposed_only_when_they_can_be_served():
     pop.add(Candidate(id="b", source="b2", operator="seed"), ok(2.0))
     ops = {p.operator: p for p in (pop.propose(rng) for _ in range(60))}
     assert ops["crossover"].inspirations and ops["crossover"].parent.id != ops["crossover"].inspirations[0].id
+
+
+# ---------------------------------------------------------------- best-of-N: independent samples from the seeds
+def evolved_pop(seeds_only: bool) -> Population:
+    """Two seeds (one correct, one failing) and a much fitter evolved child, a failure, a second family."""
+    pop = Population(PopulationConfig(islands=2, inspiration_rate=1.0, tournament=5,
+                                      operators={"knob": 1.0, "optimize": 1.0, "repair": 1.0, "crossover": 1.0}),
+                     seeds_only=seeds_only)
+    pop.add(cand("s1", operator="seed"), ok(1.0))
+    pop.add(cand("s2", island=1, operator="seed"), FAILED)
+    pop.add(cand("child", parents=("s1",)), ok(9.0))
+    pop.add(cand("other", island=1, operator="translate"), ok(5.0))
+    pop.add(cand("broken", parents=("child",)), FAILED)
+    return pop
+
+
+def test_best_of_n_draws_every_parent_from_the_correct_seeds_without_inspirations_repair_or_crossover():
+    pop, rng = evolved_pop(seeds_only=True), random.Random(0)
+    proposals = [pop.propose(rng) for _ in range(200)]
+    assert {p.parent.id for p in proposals} == {"s1"}                   # never the fitter child, never the archive
+    assert all(p.inspirations == () for p in proposals)
+    assert {p.operator for p in proposals} == {"knob", "optimize"}      # repair, crossover build on other samples
+
+
+def test_evolution_draws_parents_inspirations_repair_and_crossover_from_the_population():
+    """The same population in evolve mode: the contrast that makes the test above able to fail."""
+    pop, rng = evolved_pop(seeds_only=False), random.Random(0)
+    proposals = [pop.propose(rng) for _ in range(200)]
+    assert {"child", "other"} <= {p.parent.id for p in proposals}
+    assert any(p.inspirations for p in proposals) and {"repair", "crossover"} <= {p.operator for p in proposals}
+
+
+def test_best_of_n_falls_back_to_a_failing_seed_and_restores_its_mode():
+    pop = Population(knob_only(islands=1), seeds_only=True)
+    pop.add(cand("s", operator="seed"), FAILED)
+    pop.add(cand("c", parents=("s",), operator="knob"), ok(3.0))
+    assert pop.propose(random.Random(1)).parent.id == "s"
+    again = Population.restore(knob_only(islands=1), [(cand("s", operator="seed"), FAILED)], seeds_only=True)
+    assert again.seeds_only and again.propose(random.Random(1)).parent.id == "s"
