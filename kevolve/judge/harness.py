@@ -25,10 +25,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from kevolve.judge import build as builder
-from kevolve.judge import baseline_cache, exchange, gpu_lock, noise, rules, symbols, timed
+from kevolve.judge import baseline_cache, exchange, gpu_lock, noise, precompile, rules, symbols, timed
 from kevolve.judge.checks import Checker
 from kevolve.judge.fused import Fused
 from kevolve.judge.options import Options
@@ -154,6 +155,11 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
                           log=worker.stderr_text()[-4000:],
                           speedup_ci=speedup_ci if failure is None else None)
     clock.gpu = _own_device_lock(options)
+    known = reuse.baselines if reuse and not fresh_baselines else None
+    plan = _baseline_plan(configs, options, known)
+    wanted = [i for i, p in sorted(plan.items()) if p["wanted"]]
+    helped = precompile.needed(task, options, wanted)   # a second worker compiles these, from now on
+    helper = precompile.Precompiler(task, options, lib_path, str(files), helped, plan) if helped else None
     try:
         try:
             with clock("load"):
@@ -172,18 +178,22 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             ipc = exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info.get("uuid"), options.exchange)
             worker.call("set_exchange", 60, ipc=ipc)
             clock.gpu = _device_lock(info)
-        known = reuse.baselines if reuse and not fresh_baselines else None
-        plan = _baseline_plan(configs, options, known)
         cached = (any(p["wanted"] for p in plan.values()) and (info.get("confinement") or {}).get("landlock")
                   and baseline_cache.enabled(options.cache_dir))
+        if not cached:
+            helped = []
         if cached:                         # torch.compile's caches as the node has them, only when it will compile
             baseline_cache.seed(worker.tmp, options.cache_dir)
-        try:
-            for i, p in sorted(plan.items()):  # torch.compile's compilers run now, before the kernel's code can
-                if p["wanted"]:                # (the seal below refuses every new process after this)
-                    with clock("baselines"):
-                        p["notes"] = worker.call("prepare", 600 + options.timeout, config=i,
-                                                 baselines=list(p["wanted"])).get("notes", {})
+        try:                               # torch.compile's compilers run now, before the kernel's code can (the
+            for i in [i for i in wanted if i not in helped] + helped:   # seal below refuses every new process)
+                if helper is not None and i in helped:
+                    with clock("baselines", "waiting for the second worker's compiles"):
+                        helper.join()      # its graphs into the master, then into this worker's caches
+                        baseline_cache.seed(worker.tmp, options.cache_dir)
+                    helper = None
+                with clock("baselines"):
+                    plan[i]["notes"] = worker.call("prepare", 600 + options.timeout, config=i,
+                                                   baselines=list(plan[i]["wanted"])).get("notes", {})
         except WorkerDied as e:            # no code of the kernel has run yet: the harness's failure, said so
             return verdict("load", f"harness: the worker died compiling the torch baselines, before the kernel "
                                    f"loaded: {e.kind}: {e.detail}")
@@ -194,6 +204,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
                 return verdict(CACHE_RETRY, f"harness: torch.compile failed in a worker seeded from the node's "
                                             f"baseline cache ({failed[0][:300]}); the cache is now off on this node")
             baseline_cache.harvest(worker.tmp, options.cache_dir)   # before the kernel loads: nothing of it
+            if helped:
+                precompile.mark(task, options)
         checker = Checker(task, options, clock, reuse.references if reuse else None, folder=files,
                           fused=_fused(task, options, reuse, info))
         try:
@@ -229,6 +241,9 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         stage = "correctness" if len(measurements) < len(configs) or not options.time_kernel else "timing"
         where = configs[len(measurements)].id + ": " if len(measurements) < len(configs) else ""
         return verdict(stage, f"{where}{e.kind}: {e.detail}")
+    finally:
+        if helper is not None:             # never given a kernel: what it compiled is the harness's own
+            helper.join()
 
 
 def _cold(options: Options) -> dict:
@@ -282,13 +297,19 @@ def _time_baselines(worker: WorkerProcess, checker: Checker, configs, options: O
             continue
         cfg = configs[i]
         with clock("time"):
-            t = timed.time_config(worker, checker, cfg, i, options, p["wanted"], kernel=False)
+            t = timed.time_config(worker, checker, cfg, i, clean_options(options), p["wanted"], kernel=False)
         if t.failure:
             return f"{cfg.id}: timing the torch baselines before the kernel loaded failed: {t.failure}"
         p["clean"] = Baselines.of(t, p["wanted"], p["notes"])
         if known_baselines is not None:
             known_baselines.put(cfg.id, p["clean"])
     return None
+
+
+def clean_options(options: Options) -> Options:
+    """The clean timing's effort (`_time_baselines`): half the calls of the interleaved timing, at least 10. It is a
+    bound — each baseline counts at the faster of it and its interleaved time — not the headline's only sample."""
+    return replace(options, reps=max(10, options.reps // 2))
 
 
 def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Measurement], options: Options,

@@ -53,6 +53,8 @@ def test_new_regular_files_are_copied_but_not_locks_links_or_what_is_there(tmp_p
 
 
 def test_a_later_worker_finds_the_compiled_baselines_and_a_kernel_adds_nothing(monkeypatch):
+    from kevolve.judge import precompile
+    monkeypatch.setattr(precompile, "needed", lambda *a: [])     # one worker compiles (the helper: below)
     task = load_task(TINY)
     harvested = []
     real = baseline_cache.harvest
@@ -136,6 +138,8 @@ def test_a_compile_that_fails_in_a_seeded_worker_turns_the_cache_off_and_is_judg
         (Path(tmp) / "inductor").write_text("not a directory")
 
     monkeypatch.setattr(baseline_cache, "seed", breaking_seed)
+    from kevolve.judge import precompile
+    monkeypatch.setattr(precompile, "needed", lambda *a: [])     # one worker, seeded once
     ev = judge(task, built.lib_path, COMPILED)
     assert ev.correct, ev.failure
     assert len(seeded) == 1 and "judged twice: torch.compile failed in a worker seeded" in ev.log
@@ -144,3 +148,46 @@ def test_a_compile_that_fails_in_a_seeded_worker_turns_the_cache_off_and_is_judg
     assert not baseline_cache.enabled()
     why = baseline_cache.master().with_name(baseline_cache.master().name + baseline_cache.DISABLED).read_text()
     assert "torch.compile failed" in why
+
+
+def test_a_cold_node_compiles_with_a_second_worker_once(monkeypatch):
+    """The first judgement of a shape set on a node splits torch.compile's baselines with a helper worker
+    (`judge.precompile`): the verdict and its compiled baselines are the same, the helper's half reaches the master
+    before the judging worker compiles it, and once the node is marked no later judgement starts a helper."""
+    from kevolve.judge import precompile
+    task = load_task(TINY)
+    started, joined = [], []
+    real_init, real_join = precompile.Precompiler.__init__, precompile.Precompiler.join
+
+    def init(self, *a, **k):
+        started.append(list(a[4]))
+        real_init(self, *a, **k)
+
+    def join(self):
+        real_join(self)
+        joined.append((self.error, self.worker.proc.poll() is not None))
+    monkeypatch.setattr(precompile.Precompiler, "__init__", init)
+    monkeypatch.setattr(precompile.Precompiler, "join", join)
+    built = builder.build((TINY / "seeds" / "cpu.cpp").read_text(), "cpu")
+    first = judge(task, built.lib_path, COMPILED)
+    assert first.correct, first.failure
+    timed = [m for m in first.measurements if m.kernel is not None]
+    assert len(timed) == 6 and all(m.compile is not None for m in timed)
+    assert len(started) == 1 and len(started[0]) == 3          # the later half of the six timed configurations
+    assert joined == [(None, True)]                             # it compiled them, and it has ended
+    assert precompile.needed(task, COMPILED, list(range(6))) == []   # the node is marked
+    second = judge(task, built.lib_path, COMPILED)
+    assert second.correct and len(started) == 1
+
+
+def test_a_helper_that_dies_costs_nothing_but_its_time(monkeypatch):
+    """A helper whose worker dies (here: its init is refused) leaves the judging worker to compile everything."""
+    from kevolve.judge import precompile
+    task = load_task(TINY)
+    monkeypatch.setattr(precompile.Precompiler, "_run", lambda self, args, plan: setattr(self, "error", "died"))
+    precompile._marker(task, COMPILED).unlink(missing_ok=True)          # a node that has not compiled the set
+    assert precompile.needed(task, COMPILED, list(range(6)))
+    built = builder.build((TINY / "seeds" / "cpu.cpp").read_text(), "cpu")
+    ev = judge(task, built.lib_path, COMPILED)
+    assert ev.correct, ev.failure
+    assert all(m.compile is not None for m in ev.measurements if m.kernel is not None)
