@@ -185,7 +185,8 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         if cached:                         # torch.compile's caches as the node has them, only when it will compile
             baseline_cache.seed(worker.tmp, options.cache_dir)
         try:                               # torch.compile's compilers run now, before the kernel's code can (the
-            for i in [i for i in wanted if i not in helped] + helped:   # seal below refuses every new process)
+            for i in bar([i for i in wanted if i not in helped] + helped, "compiling torch baselines"):  # (the seal
+                # below refuses every new process)
                 if helper is not None and i in helped:
                     with clock("baselines", "waiting for the second worker's compiles"):
                         helper.join()      # its graphs into the master, then into this worker's caches
@@ -292,7 +293,7 @@ def _time_baselines(worker: WorkerProcess, checker: Checker, configs, options: O
     (`tests/adversarial/test_inprocess.py`). `_time_all` then times them again interleaved with the kernel and
     counts, per baseline, the faster of the two; `known_baselines` (the evaluator's `Reuse`, which later
     candidates' speedups use) is fed from the clean times only. Returns the harness's failure, if any."""
-    for i, p in sorted(plan.items()):
+    for i, p in bar(sorted(plan.items()), "timing torch alone"):
         if not p["wanted"]:
             continue
         cfg = configs[i]

@@ -80,7 +80,7 @@ def evaluation_report(ev: Evaluation) -> str:
     header, rows = config_rows(ev)
     lines = [f"{ev.task} on {ev.device or ev.target} ({ev.shapes} shapes, abi={ev.abi}); times per call: "
              + ("device time, launch overhead removed (CUDA graph replay, L2 flushed); synced: one call waited on"
-                if ev.target == "cuda" else "wall time, cache flushed")]
+                if ev.target == "cuda" else "wall time, its buffers evicted from the caches first")]
     if rows:
         lines.append(table(rows, header))
     if any(m.launch_bound for m in ev.measurements):

@@ -183,7 +183,7 @@ def notes_text(task: Task, ev, record, meta: dict, run_dir: Path, counts: dict[s
               "```", "", "## Per configuration", "", *_table(ev), "",
               "Times per call in µs: medians (p10-p90 of the kernel's calls); "
               + ("device time, launch overhead removed (CUDA graph replay, L2 flushed)." if ev.target == "cuda"
-                 else "wall time, cache flushed.") + " `vs best`: over the faster torch baseline.", ""]
+                 else "wall time, its buffers evicted from the caches first.") + " `vs best`: over the faster torch baseline.", ""]
     return scrub_text("\n".join(lines))
 
 
