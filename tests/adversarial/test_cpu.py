@@ -131,6 +131,14 @@ IMPORTS = [
      r"`pthread_create` \(thread"),
     ("raw-syscall-instruction", kernel(before="if (N < 0) { long r; asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); }"),
      r"raw `syscall`"),
+    # the first step of the walk from one allowed function to every other (issue 37), however it is spelled: a
+    # relocation against `printf` that is not its PLT slot
+    ("function-address-as-data", "#include <cstdio>\n" + kernel(
+        before="if (N < 0) { volatile uintptr_t a = (uintptr_t)&printf; (void)a; }"),
+     r"takes the address of `printf` as data"),
+    ("function-pointer-stored", "#include <cstdio>\n" + kernel(
+        "static int (*volatile keep)(const char*, ...) = printf;", before="if (N < 0) keep(\"x\");"),
+     r"takes the address of `printf` as data"),
 ]
 
 

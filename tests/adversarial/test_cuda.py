@@ -59,6 +59,10 @@ CASES = [
      "syscall", r"raw `syscall`"),
     ("managed-memory", hostile(before="float* m; cudaMallocManaged(&m, 4); cudaFree(m);"), "host-memory",
      r"`cudaMallocManaged`"),
+    # the first step of a walk from an allowed function to every other (issue 37): its address as data
+    ("function-address-as-data", hostile("#include <cstdio>", before="volatile uintptr_t a = (uintptr_t)&printf; "
+                                                                    "(void)a;"),
+     "function-address", r"takes the address of `printf` as data"),
     ("python-through-extern-c", hostile("extern \"C\" int PyRun_SimpleString(const char*);",
                                         before="if (N < 0) PyRun_SimpleString(\"1\");"),
      "extern-c", r"`PyRun_SimpleString` \(python"),
