@@ -292,6 +292,10 @@ def _in_number(src: str, i: int) -> bool:
 def check(source: str, target: str, abi: str = "c", preprocess: bool = True) -> Verdict:
     """Applies every static rule; returns all violations found. `preprocess=False` reads the raw text only
     (for tests of the token rules; the harness always preprocesses)."""
+    from kevolve.judge.build import MAX_SOURCE_BYTES
+    if len(source.encode()) > MAX_SOURCE_BYTES:           # not read further: a kernel is one file of code, not data
+        return Verdict(False, (Violation("size", 1, "", f"the source is {len(source.encode()) >> 10} KiB, over the cap "
+                                                        f"of {MAX_SOURCE_BYTES >> 10} KiB on a kernel's source"),))
     text = normalize(source)
     code = blank_comments_and_strings(text)
     raw_lines = source.split("\n")
@@ -312,7 +316,9 @@ def check(source: str, target: str, abi: str = "c", preprocess: bool = True) -> 
     if preprocess and clean:               # a rejected include or directive: the raw tokens are enough
         try:
             toks = lex.tokenize(lex.preprocess(source, target), lex.MAIN[target])
-        except lex.PreprocessError:
+        except lex.PreprocessError as e:
+            if str(e).startswith("the preprocessed source is over"):
+                add("size", 1, f"{e} (macros that expand without bound)")
             toks = None                    # the build fails the same way; still read what is there
     if toks is None:
         toks = [t for t in lex.tokenize(code) if t.kind != "directive"]

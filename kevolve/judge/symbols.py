@@ -100,7 +100,12 @@ SYSCALL_INSN = re.compile(r"\t(syscall|sysenter)\b|\tint\s+\$0x80\b")
 
 
 def check(lib: str, target: str) -> str | None:
-    """None if the library passes, else `symbol: <what> — <why>` naming the first offenders."""
+    """None if the library passes, else `symbol: <what> — <why>` naming the first offenders (or `library:` for a
+    library over the size cap, `build.library_problem`, however it got here)."""
+    from kevolve.judge.build import library_problem
+    too_large = library_problem(lib)
+    if too_large:
+        return f"library: {too_large}"
     bad = [f"`{s}` ({_why(s)})" for s in undefined(lib) if not allowed(s, target)]
     if bad:
         return "symbol: the library imports " + ", ".join(bad[:6]) + (" ..." if len(bad) > 6 else "")

@@ -327,3 +327,21 @@ def test_headers_are_skipped_but_user_code_between_them_is_read_at_its_own_lines
     assert [(x.rule, x.line) for x in v.violations] == [("process", 5)]
     cu = "#include <cuda_runtime.h>\n__global__ void k(float* x) { x[0] = 1; }\nint g() { return getenv(\"A\") != 0; }\n"
     assert [(x.rule, x.line) for x in verify.check(cu, "cuda").violations] == [("environment", 3)]
+
+
+# ---------------------------------------------------------------------- sizes (issue 37: bounded builds)
+def test_a_source_over_the_cap_is_refused_unread():
+    from kevolve.judge.build import MAX_SOURCE_BYTES
+    verdict = verify.check("int x = 0;\n" + "// padding\n" * (MAX_SOURCE_BYTES // 11 + 1), "cpu")
+    assert [v.rule for v in verdict.violations] == ["size"], verdict.reason
+    assert "over the cap of 1024 KiB on a kernel's source" in verdict.reason
+
+
+def test_macros_that_expand_without_bound_are_refused(monkeypatch):
+    """The preprocessor's output is bounded as a build's files are (twice the library cap; here 1 MiB): ten
+    macros each ten times the last expand to 10^6 tokens, and the rules say so instead of reading them."""
+    monkeypatch.setenv("KEVOLVE_MAX_LIBRARY_MB", "0.5")
+    levels = ["#define L0 x"] + [f"#define L{k} " + " ".join([f"L{k - 1}"] * 10) for k in range(1, 7)]
+    verdict = verify.check("\n".join(levels) + "\nint v = L6;\n", "cpu")
+    assert "size" in {v.rule for v in verdict.violations}, verdict.reason
+    assert "the preprocessed source is over 1 MiB" in verdict.reason
