@@ -208,6 +208,8 @@ def describe(nr: int, args: list[int]) -> str:
                 if flags & syscalls.CLONE_THREAD else "clone of a process")
     if nr in (syscalls.KILL, syscalls.TGKILL, syscalls.SIGQUEUE, syscalls.TGSIGQUEUE):
         return f"{name}(pid {_int(args[0])}): a signal to another process"
+    if nr in (syscalls.SECCOMP, syscalls.PRCTL):
+        return f"{name}: a seccomp filter of its own"
     if nr == syscalls.SCHED_SETAFFINITY:
         return "sched_setaffinity: to leave the CPUs the worker is held to"
     if nr in syscalls.PROCESS.values():

@@ -104,15 +104,16 @@ def _callables(user: list, designators: set[str], pointer_types: set[str]) -> li
             continue
         base = _operand_base(user, operand)
         if base is None or user[base].text not in designators:
-            out.append(("function-address", t.line, f"casts data to the function type `{' '.join(x.text for x in target)}`"
-                                                    ": an address found in memory, made callable, reaches code no "
-                                                    "rule sees"))
+            typed = " ".join(x.text for x in target)
+            out.append(("function-address", t.line, f"casts data to the function type `{typed}`: an address found "
+                                                    "in memory, made callable, reaches code no rule sees"))
     return out
 
 
 def _function_pointer_type(target: list, pointer_types: set[str]) -> bool:
     words = [x.text for x in target if x.text not in ("const", "volatile")]
-    return any(words[m:m + 3] == ["(", "*", ")"] for m in range(len(words))) or bool(words) and words[-1] in pointer_types
+    return any(words[m:m + 3] == ["(", "*", ")"] for m in range(len(words))) or \
+        bool(words) and words[-1] in pointer_types
 
 
 # ------------------------------------------------------------------ which names are functions

@@ -12,7 +12,9 @@ the evaluator names what a notification says was refused (`judge.evidence`).
 - `seal(pid, threads, pinned, paths)`, installed once the baselines are compiled and before the kernel's library
   loads: everything `first` refuses, and exec, fork, vfork, clone without CLONE_THREAD (no new process by any
   spelling); `threads=False` (the CUDA target, where a kernel needs no host thread) refuses clone with
-  CLONE_THREAD too; `pinned` refuses sched_setaffinity; `paths` notifies the calls that name a file (open, openat,
+  CLONE_THREAD too; `pinned` refuses sched_setaffinity; no filter of its own (seccomp, prctl(PR_SET_SECCOMP): a
+  filter of its own with a listener could answer its own calls "continue" once the evaluator's listener is gone,
+  which the Linux kernel otherwise forbids while it exists); `paths` notifies the calls that name a file (open, openat,
   openat2, creat, truncate, mkdir, unlink, rename, link, symlink and their *at forms) for the evaluator to look
   at. Every refusal here is also `SECCOMP_RET_USER_NOTIF`: with filters stacked, the newest that returns the
   action of highest precedence decides, so the seal's listener — held by the evaluator, `judge.evidence` — is told
@@ -45,13 +47,15 @@ DENY = {  # x86-64 numbers: refused from the confinement on
 PROCESS = {"fork": 57, "vfork": 58, "execve": 59, "execveat": 322}     # refused by the seal
 SOCKET, CLONE, CLONE3, KILL, TGKILL, SIGQUEUE, TGSIGQUEUE = 41, 56, 435, 62, 234, 129, 297
 SCHED_SETAFFINITY = 203
+SECCOMP, PRCTL, PR_SET_SECCOMP = 317, 157, 22
 # the calls that name a file, notified after the seal for the evaluator to look at (`evidence.path_problem`)
 PATHS = {"open": 2, "openat": 257, "openat2": 437, "creat": 85, "truncate": 76, "mkdir": 83, "mkdirat": 258,
          "rmdir": 84, "unlink": 87, "unlinkat": 263, "rename": 82, "renameat": 264, "renameat2": 316, "link": 86,
          "linkat": 265, "symlink": 88, "symlinkat": 266}
 NAMES = {nr: name for table in (DENY, PROCESS, PATHS) for name, nr in table.items()}
 NAMES.update({SOCKET: "socket", CLONE: "clone", CLONE3: "clone3", KILL: "kill", TGKILL: "tgkill",
-              SIGQUEUE: "rt_sigqueueinfo", TGSIGQUEUE: "rt_tgsigqueueinfo", SCHED_SETAFFINITY: "sched_setaffinity"})
+              SIGQUEUE: "rt_sigqueueinfo", TGSIGQUEUE: "rt_tgsigqueueinfo", SCHED_SETAFFINITY: "sched_setaffinity",
+              SECCOMP: "seccomp", PRCTL: "prctl"})
 CLONE_THREAD = 0x00010000
 CLONE_NAMESPACES = 0x00020000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x02000000
 X32 = 0x40000000
@@ -76,9 +80,12 @@ def seal(pid: int, threads: bool = True, pinned: bool = False, paths: bool = Fal
     """The seal's filter (see the module's docstring): `first`'s refusals again (so that its listener, not the
     first filter's ENOSYS, answers them), and no new process; no new thread unless `threads`."""
     p = _prologue()
-    p += _refuse(sorted(DENY.values()) + sorted(PROCESS.values()) + ([SCHED_SETAFFINITY] if pinned else []))
+    p += _refuse(sorted(DENY.values()) + sorted(PROCESS.values()) + [SECCOMP]
+                 + ([SCHED_SETAFFINITY] if pinned else []))
     p += [(JEQ_K, 0, 1, CLONE3), (RET_K, 0, 0, RET_ERRNO | errno.ENOSYS)]
     p += _socket() + _clone(threads=threads, processes=False) + _signals(pid)
+    p += [(JEQ_K, 0, 4, PRCTL), (LD_W_ABS, 0, 0, 16), (JEQ_K, 0, 1, PR_SET_SECCOMP), (RET_K, 0, 0, RET_NOTIFY),
+          (RET_K, 0, 0, RET_ALLOW)]
     if paths:
         p += _refuse(sorted(PATHS.values()))
     p.append((RET_K, 0, 0, RET_ALLOW))
