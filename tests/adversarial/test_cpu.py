@@ -5,8 +5,8 @@ after every hostile one.
 Layers are tested on their own: `STATIC` through `rules.check` (the preprocessed token stream), `IMPORTS`
 built directly and handed to `judge` (no rules: the symbol check must stop them before any worker loads
 them), `RUNTIME` judged whole (guards, poison, page edges, digests, lifecycle), and `confine_probe.cpp`
-past both the rules and the symbol check (libc reached by address arithmetic): only the worker's
-confinement stands between it and the machine.
+past both the rules and the symbol check (libc reached from `stdout`): only the worker's confinement stands
+between it and the machine, and what the confinement refuses it is evidence that rejects it (`judge.evidence`).
 """
 from __future__ import annotations
 
