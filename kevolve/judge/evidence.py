@@ -21,7 +21,7 @@ before the kernel loaded (the harness's own work) is kept apart and never blamed
 Not guaranteed: an attempt nothing refuses leaves no trace (reading its own process's memory, an ELF walk, a
 write to its own private directory). Of files: the path is read from the worker's memory after the call was
 made, so a kernel that rewrites the string from another thread in between is judged on the string read (Landlock
-still refuses the real one), and where the evaluator may not read the worker's memory (not root, no user
+still refuses the real one; a path unmapped before it could be read is itself named), and where the evaluator may not read the worker's memory (not root, no user
 namespace of its own, Yama's ptrace_scope 2 or more) no path is known, every file call goes on to Landlock and
 none is evidence. Refusals by other mechanisms (file permissions, rlimits, a device's own checks) are not seen.
 Where seccomp's listener is unavailable (Linux < 5.7 with several threads, seccomp missing) nothing is
@@ -171,7 +171,9 @@ class Supervisor:
     def _paths(self, nid: int, pid: int, nr: int, args: list[int]) -> str | None:
         """What is wrong with a file call's paths, or None (it goes on to Landlock)."""
         for dirfd_arg, path_arg, mode in PATH_ARGS[nr]:
-            path = _read_string(pid, args[path_arg])
+            path, err = _read_string(pid, args[path_arg])
+            if path is None and err == errno.EFAULT and _still_waiting(self._listener, nid):
+                return f"{syscalls.NAMES[nr]} of a path that is not in its memory (unmapped before it could be read)"
             if path is None:
                 self.paths_known = False
                 return None
@@ -288,7 +290,7 @@ def _writes(pid: int, mode: str, args: list[int]) -> bool | None:
     if mode in ("r", "w"):
         return mode == "w"
     if mode.startswith("how"):
-        raw = _read(pid, args[int(mode[3:])], 8)
+        raw, _ = _read(pid, args[int(mode[3:])], 8)
         flags = struct.unpack("<Q", raw)[0] if raw and len(raw) == 8 else 0
     else:
         flags = args[int(mode[5:])]
@@ -305,27 +307,28 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.process_vm_readv.restype = ctypes.c_ssize_t
 
 
-def _read(pid: int, addr: int, n: int) -> bytes | None:
-    """Up to `n` bytes of the worker's memory at `addr` (fewer where a page ends unmapped); None if unreadable."""
+def _read(pid: int, addr: int, n: int) -> tuple[bytes | None, int]:
+    """Up to `n` bytes of the worker's memory at `addr` (fewer where a page ends unmapped), or None and why (EFAULT:
+    not mapped there; EPERM: this process may not read it)."""
     if not addr:
-        return None
+        return None, errno.EFAULT
     buf = ctypes.create_string_buffer(n)
     local, remote = _iovec(ctypes.addressof(buf), n), _iovec(addr, n)
     got = _libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
-    return buf.raw[:got] if got > 0 else None
+    return (buf.raw[:got], 0) if got > 0 else (None, ctypes.get_errno())
 
 
-def _read_string(pid: int, addr: int, limit: int = 4096) -> str | None:
+def _read_string(pid: int, addr: int, limit: int = 4096) -> tuple[str | None, int]:
     out = b""
     while len(out) < limit:
-        chunk = _read(pid, addr + len(out), min(4096 - (addr + len(out)) % 4096, limit - len(out)))
+        chunk, err = _read(pid, addr + len(out), min(4096 - (addr + len(out)) % 4096, limit - len(out)))
         if chunk is None:
-            return None if not out else out.decode(errors="replace")
+            return (None, err) if not out else (out.decode(errors="replace"), 0)
         end = chunk.find(b"\0")
         if end >= 0:
-            return (out + chunk[:end]).decode(errors="replace")
+            return (out + chunk[:end]).decode(errors="replace"), 0
         out += chunk
-    return out.decode(errors="replace")
+    return out.decode(errors="replace"), 0
 
 
 def _link(pid: int, name: str) -> str | None:

@@ -140,6 +140,32 @@ def test_a_sealed_process_cannot_keep_its_attempts_from_the_evaluator(tmp_path):
 
 
 @x86_64
+def test_a_path_taken_away_before_it_is_read_is_evidence(tmp_path):
+    """Written after reading `Supervisor._paths`: a kernel that passes a path the evaluator cannot read (unmapped
+    by another thread as soon as the call is made, here never mapped) would make every file call go on to Landlock
+    unexamined. A path that is not in its memory is itself named."""
+    code = textwrap.dedent("""
+        import ctypes, errno, os
+        from kevolve.judge import confine
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(38, 1, 0, 0, 0)
+        print(confine.seal(), flush=True)
+        r = libc.syscall(257, -100, ctypes.c_void_p(4096 * 3), 0)      # openat(AT_FDCWD, <unmapped>, O_RDONLY)
+        print(r, ctypes.get_errno(), flush=True)
+    """)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    supervisor = evidence.Supervisor(ours)
+    supervisor.loading()
+    env = {**os.environ, confine.EVIDENCE_ENV: str(theirs.fileno())}
+    out = subprocess.run([sys.executable, "-c", code], env=env, pass_fds=(theirs.fileno(),), capture_output=True,
+                         text=True, timeout=60)
+    theirs.close()
+    supervisor.close()
+    assert out.stdout.splitlines()[1] == f"-1 {errno.EACCES}", out.stdout + out.stderr
+    assert "openat of a path that is not in its memory" in (supervisor.found() or ""), supervisor.found()
+
+
+@x86_64
 def test_without_the_supervisor_a_refused_call_still_fails(tmp_path):
     """With no listener (the seal installed without the evaluator's socket) a refused call fails with ENOSYS: the
     refusal never rests on the supervisor being there."""
