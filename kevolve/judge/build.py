@@ -5,10 +5,22 @@ C ABI, or with torch.utils.cpp_extension (ninja) for the torch ABI. The compiler
 whose environment holds no secrets. Results are cached under a key of (source, target, abi, arch, flags,
 compiler version): building the same text twice compiles once, also across processes (atomic rename).
 
+Bounds (issue 37: a correct kernel with 192 MiB of initialised data was accepted, its library cached forever):
+a source over `MAX_SOURCE_BYTES` is not compiled; the compiler runs with every file it writes bounded (RLIMIT_FSIZE
+at twice the library cap) and, for the C ABI, its address space bounded (`COMPILER_MEMORY`); a library over
+`max_library_bytes()` (32 MiB; `KEVOLVE_MAX_LIBRARY_MB`) is a failed build that names its size and the cap, and is
+not kept; the cache holds at most `max_cache_bytes()` (8 GiB; `KEVOLVE_CACHE_MAX_GB`) — after each new entry the
+least recently used (built, found or installed) are removed, never one used in the last `GRACE_S` seconds (a build
+is judged soon after it is made; a library already loaded stays mapped when its file goes), and never anything but
+a cache entry (a folder named by a key).
+
 Guarantees: a `Build` either has `ok=True` and a library path that exists, or `ok=False` and `error`, the
 compiler's own messages trimmed to what a person or an LLM needs (paths of temporary files removed).
 Not guaranteed: that the library does anything — loading and calling it is the harness's job, never this
-module's (no candidate code runs in the caller's process).
+module's (no candidate code runs in the caller's process); that the cache never exceeds its bound while more
+than its worth of entries are younger than `GRACE_S`; the compiler's CPU time beyond `timeout`; the size of what
+a library becomes once loaded (a CUDA fatbin is stored compressed: device data it initialises counts against
+device memory, not this cap).
 """
 from __future__ import annotations
 
@@ -34,6 +46,32 @@ SUFFIX = {"cuda": ".cu", "cpu": ".cpp"}
 NVCC_FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-cudart", "shared"]
 GXX_FLAGS = ["-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared", "-fPIC"]
 MAX_ERROR_CHARS = 4000
+MAX_SOURCE_BYTES = 1 << 20                # every seed and best kernel is under 64 KiB
+COMPILER_MEMORY = 8 << 30                 # a C-ABI compiler's address space (nvcc of the largest seed: 0.3 GiB)
+GRACE_S = 3600.0                          # a cache entry used this recently is never evicted
+ENTRY = re.compile(r"^[0-9a-f]{24}$")     # a cache entry's folder: its key (`_key`)
+UNFINISHED = re.compile(r"^[0-9a-f]{24}\.\w+$")   # a build's folder before `_publish` (mkdtemp's `<key>.xxxxxxxx`)
+
+
+def max_library_bytes() -> int:
+    """The largest library a build may make: `KEVOLVE_MAX_LIBRARY_MB` MiB, else 32 MiB (the largest seed's, CUDA
+    for one architecture, is 2.1 MB)."""
+    return int(float(os.environ.get("KEVOLVE_MAX_LIBRARY_MB") or 32) * (1 << 20))
+
+
+def max_cache_bytes() -> int:
+    """What the build cache may hold: `KEVOLVE_CACHE_MAX_GB` GiB, else 8 GiB."""
+    return int(float(os.environ.get("KEVOLVE_CACHE_MAX_GB") or 8) * (1 << 30))
+
+
+def library_problem(lib: str | Path | None = None, size: int | None = None) -> str | None:
+    """Why a built library (a file, or `size` bytes) may not be used — its size over the cap — or None."""
+    size, cap = os.path.getsize(lib) if size is None else size, max_library_bytes()
+    if size > cap:
+        return (f"the built library is {size / (1 << 20):.1f} MiB, over the cap of {cap / (1 << 20):.0f} MiB on a "
+                "kernel's library (KEVOLVE_MAX_LIBRARY_MB): a kernel that large (initialised tables, unrolled code) is "
+                "refused — compute the data, or keep it small")
+    return None
 
 
 @dataclass(frozen=True)
@@ -63,11 +101,16 @@ def install(key: str, data: bytes, configured: str | None = None) -> Path:
     returns its path. A library already there is kept (same key, same bytes)."""
     final = cache_root(configured) / key
     lib = final / "kernel.so"
+    if library_problem(size=len(data)):
+        raise ValueError(f"not installed: {library_problem(size=len(data))}")
     if not lib.exists():
         final.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=final.parent))
         (work / "kernel.so").write_bytes(data)
         _publish(work, final)
+        _touch(final)
+        evict(final.parent, max_cache_bytes(), GRACE_S)
+    _touch(final)
     return lib
 
 
@@ -130,13 +173,20 @@ def build(source: str, target: str, abi: str = "c", arch: str | None = None, tim
         raise ValueError(f"target must be one of {sorted(SUFFIX)}, not {target!r}")
     arch = arch or (detect_arch() if target == "cuda" else "native")
     key = _key(source, target, abi, arch)
-    root = cache_root(cache_dir)
-    final = root / key
+    if len(source.encode()) > MAX_SOURCE_BYTES:
+        return Build(False, key, target, abi, error=f"the source is {len(source.encode()) / 1024:.0f} KiB, over the "
+                                                    f"cap of {MAX_SOURCE_BYTES >> 10} KiB on a kernel's source")
+    cache = cache_root(cache_dir)
+    final = cache / key
     lib = final / "kernel.so"
     if lib.exists():
+        problem = library_problem(lib)             # built before the cap, or under a larger one
+        if problem:
+            return Build(False, key, target, abi, error=problem, cached=True)
+        _touch(final)
         return Build(True, key, target, abi, str(lib), f"kevolve_{key}" if abi == "torch" else None, cached=True)
-    root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
+    cache.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=cache))
     src = work / f"kernel{SUFFIX[target]}"
     src.write_text(source)
     start = time.perf_counter()
@@ -145,18 +195,25 @@ def build(source: str, target: str, abi: str = "c", arch: str | None = None, tim
     else:
         cmd = [sys.executable, "-m", "kevolve.judge.build", str(src), str(work), f"kevolve_{key}", target, arch]
     try:
-        root = str(ROOT)                                       # the torch ABI runs `python -m kevolve.judge.build`
-        pythonpath = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=work,
-                              env=clean_env({"CUDA_HOME": cuda_home(), "PYTHONPATH": pythonpath}))
+        repo = str(ROOT)                                       # the torch ABI runs `python -m kevolve.judge.build`
+        pythonpath = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
+        proc = subprocess.run(_bounded(cmd, memory=abi == "c"), capture_output=True, text=True, timeout=timeout,
+                              cwd=work, env=clean_env({"CUDA_HOME": cuda_home(), "PYTHONPATH": pythonpath}))
         ok, log = proc.returncode == 0 and (work / "kernel.so").exists(), proc.stdout + proc.stderr
+        if not ok and (proc.returncode == -25 or re.search(r"File size limit exceeded|File too large", log)):
+            log = (f"the compiler wrote a file over {2 * max_library_bytes() >> 20} MiB (twice the cap of "
+                   f"{max_library_bytes() >> 20} MiB on a kernel's library) and was stopped: initialised tables or "
+                   "unrolled code that large are refused\n" + log)
     except subprocess.TimeoutExpired:
         ok, log = False, f"the compiler did not finish within {timeout:.0f} s"
     seconds = time.perf_counter() - start
-    if not ok:                          # failures are not cached: a broken toolchain must not poison a source
+    problem = library_problem(work / "kernel.so") if ok else None
+    if not ok or problem:               # failures are not cached: a broken toolchain must not poison a source
         shutil.rmtree(work, ignore_errors=True)
-        return Build(False, key, target, abi, error=trim_errors(log, work), seconds=seconds)
+        return Build(False, key, target, abi, error=problem or trim_errors(log, work), seconds=seconds)
     _publish(work, final)
+    _touch(final)
+    evict(cache, max_cache_bytes(), GRACE_S)
     return Build(True, key, target, abi, str(lib), f"kevolve_{key}" if abi == "torch" else None, seconds=seconds)
 
 
@@ -166,6 +223,70 @@ def _c_command(src: Path, out: Path, target: str, arch: str) -> list[str]:
         return [nvcc, *NVCC_FLAGS, f"-Xlinker=-rpath={os.path.join(cuda_home(), 'lib64')}",
                 f"-gencode=arch=compute_{arch},code=sm_{arch}", "-o", str(out), str(src)]
     return ["g++", *GXX_FLAGS, "-o", str(out), str(src)]
+
+
+LIMITS = ("import os, resource, sys\n"
+          "f, m = int(sys.argv[1]), int(sys.argv[2])\n"
+          "resource.setrlimit(resource.RLIMIT_FSIZE, (f, f)); resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+          "if m: resource.setrlimit(resource.RLIMIT_AS, (m, m))\n"
+          "os.execvp(sys.argv[3], sys.argv[3:])\n")
+
+
+def _bounded(cmd: list[str], memory: bool) -> list[str]:
+    """`cmd` under the compiler's limits, set by a small Python that then becomes it (no preexec_fn: a builder
+    may have threads): every file it and its children (cc1plus, as, ld, cicc, ptxas) write at most twice the
+    library cap, no core files, and with `memory` its address space at `COMPILER_MEMORY`."""
+    return [sys.executable, "-S", "-c", LIMITS, str(2 * max_library_bytes()), str(COMPILER_MEMORY if memory else 0),
+            *cmd]
+
+
+def _touch(entry: Path) -> None:
+    """Marks a cache entry used now (its folder's modification time: what `evict` orders by)."""
+    try:
+        os.utime(entry)
+    except OSError:
+        pass
+
+
+def evict(cache: Path, max_bytes: int, grace_s: float = GRACE_S, now: float | None = None) -> list[str]:
+    """Removes the least recently used entries of the build cache `cache` until it holds at most `max_bytes`,
+    never one used in the last `grace_s` seconds; removes unfinished builds older than that. Touches nothing but
+    folders named as entries are (`ENTRY`, `UNFINISHED`), so a wrong folder loses nothing. Returns the keys
+    removed. Safe beside other processes doing the same (a folder already gone is skipped)."""
+    now = time.time() if now is None else now
+    entries, removed = [], []
+    try:
+        listing = [d for d in Path(cache).iterdir() if d.is_dir() and not d.is_symlink()]
+    except OSError:
+        return removed
+    for d in listing:
+        try:
+            used = d.stat().st_mtime
+        except OSError:
+            continue
+        if UNFINISHED.match(d.name) and now - used > grace_s:
+            shutil.rmtree(d, ignore_errors=True)
+        elif ENTRY.match(d.name):
+            entries.append((used, _size(d), d))
+    total = sum(size for _, size, _ in entries)
+    for used, size, d in sorted(entries):
+        if total <= max_bytes or now - used < grace_s:
+            break
+        shutil.rmtree(d, ignore_errors=True)
+        total -= size
+        removed.append(d.name)
+    return removed
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for base, _, files in os.walk(folder):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(base, f)).st_size
+            except OSError:
+                pass
+    return total
 
 
 def _publish(work: Path, final: Path) -> None:

@@ -1,4 +1,4 @@
-"""The worker confines itself after torch and CUDA are initialised and before the kernel library loads.
+"""The worker confines itself after torch is imported, before CUDA starts a thread, and before the kernel loads.
 
 `confine(readable, writable, target)` applies, in order, every layer the OS grants, and returns what holds
 (`Worker.init` reports it as `info["confinement"]`):
@@ -21,22 +21,29 @@
   the worker sees no process but itself and its namespace's init — not the evaluator, another worker or the
   spare — and every process left in the namespace dies with the worker. Where the OS denies it, a worker
   sees every process's pid, stat, status and cmdline, and still reaches none of them (Landlock, seccomp);
-- seccomp (x86-64): no socket but AF_UNIX, no connect, no ptrace / process_vm_* / pidfd / kcmp, no io_uring,
-  no namespaces or mounts, no setsid/setpgid (children stay in the process group the evaluator kills), no
-  timer_create (SIGEV_THREAD timers start threads), no bpf / perf / userfaultfd / keyrings / modules; kill,
-  tgkill and sigqueue only to itself or its own group; clone with namespace flags refused and clone3
-  answered ENOSYS so glibc falls back to clone, whose flags the filter can read. Threads (clone with
-  CLONE_THREAD) stay allowed: OpenMP and the CUDA runtime create them lazily, after load — the symbol
-  check (`judge.symbols`) is what keeps a kernel from creating its own;
+- seccomp (x86-64, `syscalls.first`, synchronised to every thread): no socket but AF_UNIX, no connect, no
+  ptrace / process_vm_* / pidfd / kcmp, no io_uring, no namespaces or mounts, no setsid/setpgid (children stay in
+  the process group the evaluator kills), no timer_create (SIGEV_THREAD timers start threads), no bpf / perf /
+  userfaultfd / keyrings / modules; kill, tgkill and sigqueue only to itself or its own group; clone with
+  namespace flags refused and clone3 answered ENOSYS so glibc falls back to clone, whose flags the filter can
+  read;
 - rlimits on the cpu target: address space, CPU seconds (soft: SIGXCPU; hard 5 s later: SIGKILL), file
   size, no core files — the values its evaluator chose (`process.WorkerProcess.limits`, passed in
   `KEVOLVE_WORKER_LIMITS`): the address space bounds what a kernel can map, the CPU seconds follow the
   judgement's timeout.
 
+Landlock, no_new_privs and capabilities are per thread: a thread that exists before `confine` keeps running
+without them, and a kernel that gets code run on it (a Python thread whose code it patches, a thread pool's
+queue) escapes them. So the worker starts none before (`worker.main`: no watcher thread, no OpenBLAS server
+threads; `Worker.init`: torch's pool sized and CUDA initialised after), and the report names any that exist
+(`missing["threads"]`). seccomp filters are installed with TSYNC, on every thread.
+
 Not denied by this first filter: fork and exec, which torch.compile (the baseline the clock times in this
 same process) needs to run the C++ compiler, ptxas and its own worker processes. `seal()` denies both once
 the baselines are compiled and before the kernel is loaded — dlopen's initialisers and a torch extension's
-module init are the kernel's first code — so no process the kernel could start ever exists. Where the seal
+module init are the kernel's first code — so no process the kernel could start ever exists; on the CUDA target
+it refuses new threads too. Its listener goes to the evaluator, which so learns of every refused call after
+the kernel loads and rejects the kernel for it (`judge.evidence`). Where the seal
 is missing, a process the kernel starts inherits every layer above (seccomp and Landlock cannot be shed,
 capabilities are gone, it cannot leave the process group) and dies with it; where seccomp is missing
 altogether it can leave the group (setsid), and is still ended with the judgement by its mark.
@@ -58,12 +65,11 @@ import struct
 import sys
 from pathlib import Path
 
-from kevolve.judge import pidns
+from kevolve.judge import pidns, syscalls
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
-PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 NR = {"landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446, "capset": 126}
 READ_ONLY = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/opt")
 # the only device nodes (with /dev/nvidia*) a worker may open: not /dev as a whole, which holds /dev/shm (every
@@ -77,6 +83,11 @@ LIMITS_ENV = "KEVOLVE_WORKER_LIMITS"   # the rlimits its evaluator chose (`proce
 def confine(readable: list[str], writable: list[str], target: str, limits: dict | None = None) -> dict:
     """Applies every layer it can; returns {layer: what holds} and `missing`: {layer: why not}."""
     report: dict = {"missing": {}}
+    early = _other_threads()                  # before anything here: they escape what is per thread below
+    if early:
+        report["missing"]["threads"] = (f"{len(early)} thread(s) started before the confinement ({', '.join(early[:4])}):"
+                                        " Landlock, no_new_privs and the dropped capabilities hold only on threads "
+                                        "started after it (seccomp is synchronised to every thread)")
     _mark()
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     _prctl(PR_SET_DUMPABLE, 0)
@@ -94,7 +105,26 @@ def confine(readable: list[str], writable: list[str], target: str, limits: dict 
             report["missing"][name] = str(e)
     if target == "cpu":
         report["rlimits"] = _rlimits(limits if limits is not None else _chosen_limits())
+    report["paths"] = {"read": _existing(list(READ_ONLY) + list(readable)), "write": _existing(writable),
+                       "devices": _existing(list(DEVICES) + [str(p) for p in Path("/dev").glob("nvidia*")])}
     return report
+
+
+def _other_threads() -> list[str]:
+    """The threads of this process other than the calling one, by name: Landlock (`landlock_restrict_self`),
+    no_new_privs and capabilities are per thread, so a thread that exists before they are applied keeps running
+    without them, and a kernel that gets code run there (a Python thread it patches, a pool's queue) escapes
+    them. The worker starts none before it confines itself (`worker.main`, `Worker.init`)."""
+    me = str(_libc.syscall(186))                               # gettid
+    out = []
+    for tid in sorted(os.listdir("/proc/self/task")):
+        if tid != me:
+            try:
+                out.append(f"{tid} {Path(f'/proc/self/task/{tid}/comm').read_text().strip()}")
+            except OSError:
+                pass                                          # ended meanwhile
+    return out
+
 
 
 def _mark() -> None:
@@ -196,30 +226,15 @@ def _add_rule(ruleset: int, path: str, access: int) -> None:
 
 
 # ---------------------------------------------------------------- seccomp
-AUDIT_ARCH_X86_64 = 0xC000003E
-DENY = {  # x86-64 numbers
-    "connect": 42, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438,
-    "pidfd_open": 434, "pidfd_send_signal": 424, "kcmp": 312, "io_uring_setup": 425, "io_uring_enter": 426,
-    "io_uring_register": 427, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "mount": 165,
-    "umount2": 166, "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "keyctl": 250,
-    "add_key": 248, "request_key": 249, "setsid": 112, "setpgid": 109, "init_module": 175, "finit_module": 313,
-    "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320, "reboot": 169, "swapon": 167,
-    "swapoff": 168, "acct": 163, "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305,
-    "adjtimex": 159, "sethostname": 170, "setdomainname": 171, "ioperm": 173, "iopl": 172,
-    "open_by_handle_at": 304, "name_to_handle_at": 303, "fanotify_init": 300, "timer_create": 222, "tkill": 200,
-    "mknod": 133, "mknodat": 259, "quotactl": 179, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-    "fsconfig": 431, "fsmount": 432, "mount_setattr": 442,
-}
-SOCKET, CLONE, CLONE3, KILL, TGKILL, SIGQUEUE, TGSIGQUEUE = 41, 56, 435, 62, 234, 129, 297
-CLONE_NAMESPACES = 0x00020000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x02000000
-RET_ALLOW, RET_ERRNO, RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
-LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+EVIDENCE_ENV = "KEVOLVE_EVIDENCE_FD"   # the unix socket on which the seal's listener goes to the evaluator (`process`)
+NR_SECCOMP, SET_MODE_FILTER = 317, 1
+FLAG_TSYNC, FLAG_NEW_LISTENER, FLAG_TSYNC_ESRCH = 1, 8, 16
 
 
 def _seccomp() -> str:
     _require_x86_64()
-    _install(_filter(os.getpid()))
-    return "filter installed (x86-64)"
+    _install(syscalls.first(os.getpid()))
+    return "filter installed on every thread (x86-64)"
 
 
 def _require_x86_64() -> None:
@@ -227,69 +242,59 @@ def _require_x86_64() -> None:
         raise OSError(errno.ENOSYS, f"the seccomp filter is written for x86-64, not {platform.machine()}")
 
 
-def _prologue(eperm: int) -> list[tuple[int, int, int, int]]:
-    """Every filter's start: kill a syscall of another architecture, refuse x32's numbers."""
-    return [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, AUDIT_ARCH_X86_64), (RET_K, 0, 0, RET_KILL), (LD_W_ABS, 0, 0, 0),
-            (JGE_K, 0, 1, 0x40000000), (RET_K, 0, 0, eperm)]
-
-
-def _filter(pid: int) -> list[tuple[int, int, int, int]]:
-    """A classic-BPF program: (code, jt, jf, k). Arguments are compared on their low 32 bits (the kernel
-    reads pid_t and int flags from those)."""
-    eperm = RET_ERRNO | errno.EPERM
-    p = _prologue(eperm)
-    for nr in sorted(DENY.values()):
-        p += [(JEQ_K, 0, 1, nr), (RET_K, 0, 0, eperm)]
-    p += [(JEQ_K, 0, 1, CLONE3), (RET_K, 0, 0, RET_ERRNO | errno.ENOSYS)]
-    # socket(domain): AF_UNIX only
-    p += [(JEQ_K, 0, 4, SOCKET), (LD_W_ABS, 0, 0, 16), (JEQ_K, 0, 1, 1), (RET_K, 0, 0, RET_ALLOW),
-          (RET_K, 0, 0, eperm)]
-    # clone(flags): no new namespaces
-    p += [(JEQ_K, 0, 4, CLONE), (LD_W_ABS, 0, 0, 16), (JSET_K, 0, 1, CLONE_NAMESPACES), (RET_K, 0, 0, eperm),
-          (RET_K, 0, 0, RET_ALLOW)]
-    # kill(pid): itself, its group (0 or -pid); tgkill / sigqueue: its own thread group
-    own = [pid, 0, (-pid) & 0xFFFFFFFF]
-    p += [(JEQ_K, 0, 6, KILL), (LD_W_ABS, 0, 0, 16), (JEQ_K, 3, 0, own[0]), (JEQ_K, 2, 0, own[1]),
-          (JEQ_K, 1, 0, own[2]), (RET_K, 0, 0, eperm), (RET_K, 0, 0, RET_ALLOW)]
-    for nr in (TGKILL, SIGQUEUE, TGSIGQUEUE):
-        p += [(JEQ_K, 0, 4, nr), (LD_W_ABS, 0, 0, 16), (JEQ_K, 1, 0, pid), (RET_K, 0, 0, eperm),
-              (RET_K, 0, 0, RET_ALLOW)]
-    p.append((RET_K, 0, 0, RET_ALLOW))
-    return p
-
-
-FORK, VFORK, EXECVE, EXECVEAT = 57, 58, 59, 322
-SCHED_SETAFFINITY = 203
-CLONE_THREAD = 0x00010000
-
-
-def seal(pinned: bool = False) -> str:
-    """The second, last seccomp filter, applied once the worker's own processes are done with (torch.compile's
-    compiler runs and its compile workers) and before the kernel's code first runs (`Worker.seal`): no exec, no
-    fork or vfork, no clone without CLONE_THREAD — so no new process at all, by any spelling; threads (the
-    OpenMP and CUDA runtimes' own) stay allowed. Filters stack: the first filter's rules still hold, and
-    neither can be removed. `pinned` (a worker held to its claimed CPUs, `cpus.py`): sched_setaffinity is refused
-    too, so no thread moves off them. Raises OSError where seccomp is unavailable (the caller reports it)."""
+def seal(pinned: bool = False, threads: bool = True) -> str:
+    """The second, last seccomp filter (`syscalls.seal`), applied once the worker's own processes are done with
+    (torch.compile's compiler runs and its compile workers) and before the kernel's code first runs
+    (`Worker.seal`): no exec, no fork or vfork, no clone without CLONE_THREAD — so no new process at all, by any
+    spelling; threads (the OpenMP and CUDA runtimes' own) stay allowed unless `threads=False` (the CUDA target:
+    its runtime's threads exist by now, and a kernel needs none of its own). `pinned` (a worker held to its claimed
+    CPUs, `cpus.py`): sched_setaffinity is refused too. Filters stack and neither can be removed; both are
+    synchronised to every thread of the worker (TSYNC), not only the calling one.
+    Where the evaluator gave this process a socket (`EVIDENCE_ENV`), the filter is installed with a listener,
+    which goes to the evaluator and is closed here: from now on every refused call is a notification the
+    evaluator reads (`judge.evidence`), and the calls that name a file are notified too. Raises OSError where
+    seccomp is unavailable (the caller reports it)."""
     _require_x86_64()
-    eperm = RET_ERRNO | errno.EPERM
-    prog = _prologue(eperm)
-    for nr in (FORK, VFORK, EXECVE, EXECVEAT) + ((SCHED_SETAFFINITY,) if pinned else ()):
-        prog += [(JEQ_K, 0, 1, nr), (RET_K, 0, 0, eperm)]
-    # clone(flags): a thread (CLONE_THREAD) or nothing
-    prog += [(JEQ_K, 0, 4, CLONE), (LD_W_ABS, 0, 0, 16), (JSET_K, 1, 0, CLONE_THREAD), (RET_K, 0, 0, eperm),
-             (RET_K, 0, 0, RET_ALLOW)]
-    prog.append((RET_K, 0, 0, RET_ALLOW))
-    _install(prog)
-    return ("no new processes (exec, fork, vfork, clone without CLONE_THREAD refused)"
+    sock = _evidence_socket()
+    listener = _install(syscalls.seal(os.getpid(), threads, pinned, paths=sock is not None), listen=sock is not None)
+    said = ("no new processes (exec, fork, vfork, clone without CLONE_THREAD refused)"
+            + ("" if threads else "; no new threads (clone with CLONE_THREAD refused)")
             + ("; held to its CPUs (sched_setaffinity refused)" if pinned else ""))
+    if sock is None:
+        return said + "; no listener: refusals answered ENOSYS, not reported"
+    import socket
+    try:
+        socket.send_fds(sock, [b"L"], [listener])
+    finally:
+        os.close(listener)
+        sock.close()
+    return said + "; every refusal reported to the evaluator"
 
 
-def _install(prog: list[tuple[int, int, int, int]]) -> None:
+def _evidence_socket():
+    """The socket to the evaluator, taken out of the environment (used once)."""
+    import socket
+    fd = os.environ.pop(EVIDENCE_ENV, None)
+    if not fd:
+        return None
+    try:
+        return socket.socket(fileno=int(fd))
+    except (OSError, ValueError):
+        return None
+
+
+def _install(prog: syscalls.Program, listen: bool = False) -> int:
+    """Installs `prog` on every thread of this process (TSYNC); with `listen`, returns its listener's fd."""
     buf = b"".join(struct.pack("<HBBI", *ins) for ins in prog)
     cbuf = ctypes.create_string_buffer(buf)
     fprog = struct.pack("<HxxxxxxQ", len(prog), ctypes.addressof(cbuf))
-    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0) != 0:
+    flags = FLAG_TSYNC | ((FLAG_NEW_LISTENER | FLAG_TSYNC_ESRCH) if listen else 0)
+    r = _libc.syscall(NR_SECCOMP, SET_MODE_FILTER, ctypes.c_ulong(flags), ctypes.c_char_p(fprog))
+    if r < 0:
         raise OSError(ctypes.get_errno(), "seccomp filter refused")
+    if not listen and r > 0:                                  # TSYNC without ESRCH: the thread that could not sync
+        raise OSError(errno.ESRCH, f"seccomp filter not synchronised to thread {r}")
+    return int(r)
 
 
 def _rlimits(limits: dict) -> dict:

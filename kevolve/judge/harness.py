@@ -83,6 +83,7 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
         finally:                           # the worker's whole process group ends with the judgement
             closing = time.perf_counter()
             ended = worker.close()
+            forbidden = worker.forbidden()     # what the confinement refused it, as the Linux kernel told us
             shutil.rmtree(files, ignore_errors=True)
             if reuse:
                 reuse.start_spare()
@@ -100,6 +101,9 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
     ev = Evaluation(**{**ev.__dict__, "phases": {**ev.phases, "teardown": round(closing, 4)}})
     if ended and ev.correct:               # a death by signal at teardown is a crash, not a pass
         ev = Evaluation(**{**ev.__dict__, "correct": False, "stage": "teardown", "failure": f"crash: {ended}"})
+    if forbidden:                          # an attempt is a rejection, even with the right answer (`evidence`)
+        ev = Evaluation(**{**ev.__dict__, "correct": False, "stage": "confinement",
+                           "failure": forbidden + (f"; and: {ev.failure}" if ev.failure else "")})
     return ev
 
 
@@ -487,4 +491,6 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
         shutil.rmtree(files, ignore_errors=True)
     if ended and failure is None:          # a death by signal at teardown is a crash, not a comparison
         failure = f"crash: {ended}"
+    if worker.forbidden():                 # either kernel's attempt (`evidence`)
+        failure = worker.forbidden() + (f"; and: {failure}" if failure else "")
     return result(failure)

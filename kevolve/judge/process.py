@@ -13,6 +13,9 @@ left behind dies with the judgement — then every process the worker's lineage 
 child subreaper, so they become its children when the worker dies, and the worker's mark, `confine._mark`,
 tells them from any other child), removes the private directory, and returns how the worker ended if that
 was not a clean exit when asked (a death by signal at teardown is a crash verdict, see `harness.judge`).
+Each worker also gets a unix socket on which its seal's seccomp listener comes back (`confine.seal`); a
+`judge.evidence.Supervisor` here answers every call the confinement refuses after the kernel loads and keeps it
+(`forbidden()`), which the harness turns into a rejection.
 Not guaranteed: anything about what the worker computed — `checks` decides that.
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ import secrets
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -32,7 +36,8 @@ import time
 
 from kevolve import ROOT
 from kevolve.judge import build as builder
-from kevolve.judge.confine import LIMITS_ENV
+from kevolve.judge.confine import EVIDENCE_ENV, LIMITS_ENV
+from kevolve.judge.evidence import Supervisor
 from kevolve.judge.options import Options
 from kevolve.judge import cpus, pidns
 from kevolve.judge.sandbox import clean_env
@@ -69,12 +74,18 @@ class WorkerProcess:
             extra[var] = os.path.join(self.tmp, sub) if sub else self.tmp
         extra[LIMITS_ENV] = json.dumps(self.limits(options))
         extra[pidns.PARENT_ENV] = str(os.getpid())            # the relay dies with this process (`pidns.py`)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        extra[EVIDENCE_ENV] = str(theirs.fileno())          # the seal's listener comes back on it (`evidence`)
         with _LOCK:                                       # no orphan sweep sees it before it is known as ours
-            self.proc = subprocess.Popen([sys.executable, "-s", PIDNS, sys.executable, *self.command()],
-                                         stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(extra),
-                                         start_new_session=True, cwd=self.tmp)
+            try:
+                self.proc = subprocess.Popen([sys.executable, "-s", PIDNS, sys.executable, *self.command()],
+                                             stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(extra),
+                                             start_new_session=True, cwd=self.tmp, pass_fds=(theirs.fileno(),))
+            finally:
+                theirs.close()
             _LIVE.add(self.proc.pid)
+        self.evidence = Supervisor(ours)
         self.pgid = self.proc.pid                         # its own session and group, led by the relay (pidns)
         self._pid: int | None = None
         self.stderr = collections.deque(maxlen=256)       # the tail only: a kernel may print without end
@@ -120,6 +131,8 @@ class WorkerProcess:
         """Sends one command; the reply must carry the request's nonce (a kernel writing to the protocol
         pipe cannot know it), else the worker is killed and the call fails as `protocol`."""
         nonce = secrets.token_hex(16)
+        if cmd in ("load", "load_other") or (cmd == "init" and args.get("load", True)):
+            self.evidence.loading()                       # from here on, what the worker tries is the kernel's
         try:
             self.proc.stdin.write((json.dumps({"cmd": cmd, "nonce": nonce, **args}) + "\n").encode())
             self.proc.stdin.flush()
@@ -143,7 +156,14 @@ class WorkerProcess:
                     self.kill()
                     raise WorkerDied("protocol", "something other than the harness wrote to its protocol pipe "
                                      f"during {cmd} (the kernel?): {line[:120]!r}")
+                if cmd == "init" and isinstance(reply.get("confinement"), dict):
+                    self.evidence.policy(reply["confinement"])
                 return reply
+
+    def forbidden(self) -> str | None:
+        """What the kernel tried after it was loaded and the confinement refused (`judge.evidence`), as the
+        Linux kernel told this process; None if nothing. Complete once the worker has ended (`close`)."""
+        return self.evidence.found()
 
     def _died(self) -> str:
         try:
@@ -167,6 +187,7 @@ class WorkerProcess:
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
+        self.evidence.close()                             # the listener has told all it will
         with _LOCK:
             _LIVE.discard(self.proc.pid)
             _end_orphans()

@@ -17,16 +17,24 @@ macro; members (`x.open`, `p->write`) are not uses, except the fields of an acce
 `[[gnu::constructor]]`, `alias`, `section`), asm labels and file-scope asm, `extern "C"` declarations other than the entry point (however spelled), and
 `#pragma`s outside an allow-list (`#pragma weak`, `redefine_extname` bind names).
 
+A library's own structures are vocabulary too (`library-walk`: `Elf64_*`, `link_map`, `DT_*`, `PT_*`, the
+auxiliary vector, the ELF structs' field names as members), and `judge.reach` reads the same tokens for a
+function's address used as data (cast to an integer or a byte pointer, stepped, copied, punned), data made
+callable, /proc paths, the ELF magic and forbidden names in strings.
+
 Guarantees: `check(source, target, abi)` returns a `Verdict`; `ok=False` carries every violated rule with its
 reason and line number. Not guaranteed: that a kernel which passes is harmless — C reaches any function by
-address arithmetic, which no rule sees. The symbol check of the built library (`judge.symbols`) and the
-worker's confinement (`judge.confine`) are the next layers; no layer is trusted alone.
+address arithmetic from any pointer it holds, which no rule sees whole (`judge.reach` says which spellings pass;
+`tests/adversarial/cpu/slows_torch.cpp` passes every rule). The symbol check of the built library
+(`judge.symbols`), the worker's confinement (`judge.confine`) and the evidence of what it refused
+(`judge.evidence`) are the next layers; no layer is trusted alone.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from kevolve.judge import reach
 from kevolve.judge import tokens as lex
 
 # rule -> (reason, forbidden identifiers, forbidden identifier prefixes)
@@ -123,6 +131,23 @@ VOCABULARY: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {
                     frozenset("annotated_ptr access_property apply_access_property associate_access_property".split()),
                     ("createpolicy", "__nv_associate_access_property", "__nv_apply_access_property")),
     "python": ("calls into the Python interpreter", frozenset(), ("Py", "_Py")),
+    # a library's own structures: how a kernel that holds one function's address finds every other (issue 37: from
+    # an allowed libc function to dl_iterate_phdr to the interpreter's PyRun_SimpleString). The fields are uses
+    # as members too (`MEMBERS_FORBIDDEN`). See also `judge.reach`: addresses used as data, the ELF magic, /proc
+    "library-walk": ("reads the dynamic linker's or a library's own structures (ELF headers, program headers, "
+                     "dynamic sections, symbol tables, link maps, the auxiliary vector): a kernel calls functions, "
+                     "it never looks them up",
+                     frozenset("link_map r_debug _r_debug r_map dl_phdr_info dlpi_addr dlpi_name dlpi_phdr dlpi_phnum "
+                               "_DYNAMIC _GLOBAL_OFFSET_TABLE_ __ehdr_start __executable_start __dso_handle getauxval "
+                               "__libc_stack_end program_invocation_name program_invocation_short_name __progname "
+                               "__progname_full ElfW AT_BASE AT_PHDR AT_PHNUM AT_PHENT AT_ENTRY AT_SYSINFO_EHDR "
+                               "AT_EXECFN AT_RANDOM ELFMAG SELFMAG ELFMAG0 ELFMAG1 ELFMAG2 ELFMAG3 ELFOSABI_SYSV "
+                               "e_ident e_phoff e_shoff e_phnum e_shnum e_phentsize e_shentsize e_shstrndx p_vaddr "
+                               "p_paddr p_memsz p_filesz p_offset p_type d_tag st_name st_value st_shndx st_info "
+                               "sh_addr sh_offset sh_addralign sh_entsize l_addr l_ld l_next l_prev r_brk "
+                               "r_ldbase".split()),
+                     ("Elf32_", "Elf64_", "Elf_", "_dl_", "DT_", "PT_", "SHT_", "STT_", "STB_", "SHN_", "EI_",
+                      "ELFCLASS", "ELFDATA", "R_X86_64_", "VER_DEF_", "VER_NEED_")),
 }
 # inline PTX that sets an L2 eviction priority: an evict_last qualifier, a cache policy made by createpolicy, or any
 # L2::cache_hint (whose 64-bit policy operand can be an evict_last policy written as a constant). Measured on an
@@ -136,7 +161,10 @@ MEMBERS_OK = {"remove"}                   # std::remove is the algorithm; the fi
 # members that are uses too: the fields of an access-policy window (`attr.val.accessPolicyWindow.hitProp = ...`, a
 # designated `.hitRatio = 1`) exist only to pin lines in persisting L2, and a window set through them needs no
 # forbidden type or call (cudaLaunchKernelEx with a numeric attribute id)
-MEMBERS_FORBIDDEN = frozenset("accessPolicyWindow hitProp missProp hitRatio _fileno".split())   # forbidden as members too
+MEMBERS_FORBIDDEN = frozenset("accessPolicyWindow hitProp missProp hitRatio _fileno".split()) | frozenset(
+    "e_ident e_phoff e_shoff e_phnum e_shnum e_phentsize e_shentsize e_shstrndx p_vaddr p_paddr p_memsz p_filesz "
+    "p_offset p_type d_tag st_name st_value st_shndx st_info sh_addr sh_offset sh_addralign sh_entsize l_addr l_ld "
+    "l_next l_prev r_brk r_ldbase dlpi_addr dlpi_name dlpi_phdr dlpi_phnum".split())   # forbidden as members too
 ATTRIBUTES = {"constructor": "constructor", "destructor": "constructor", "init_priority": "constructor",
               "section": "constructor", "alias": "symbol-alias", "weakref": "symbol-alias",
               "ifunc": "symbol-alias", "symver": "symbol-alias", "weak": "symbol-alias"}
@@ -264,6 +292,10 @@ def _in_number(src: str, i: int) -> bool:
 def check(source: str, target: str, abi: str = "c", preprocess: bool = True) -> Verdict:
     """Applies every static rule; returns all violations found. `preprocess=False` reads the raw text only
     (for tests of the token rules; the harness always preprocesses)."""
+    from kevolve.judge.build import MAX_SOURCE_BYTES
+    if len(source.encode()) > MAX_SOURCE_BYTES:           # not read further: a kernel is one file of code, not data
+        return Verdict(False, (Violation("size", 1, "", f"the source is {len(source.encode()) >> 10} KiB, over the cap "
+                                                        f"of {MAX_SOURCE_BYTES >> 10} KiB on a kernel's source"),))
     text = normalize(source)
     code = blank_comments_and_strings(text)
     raw_lines = source.split("\n")
@@ -284,11 +316,13 @@ def check(source: str, target: str, abi: str = "c", preprocess: bool = True) -> 
     if preprocess and clean:               # a rejected include or directive: the raw tokens are enough
         try:
             toks = lex.tokenize(lex.preprocess(source, target), lex.MAIN[target])
-        except lex.PreprocessError:
+        except lex.PreprocessError as e:
+            if str(e).startswith("the preprocessed source is over"):
+                add("size", 1, f"{e} (macros that expand without bound)")
             toks = None                    # the build fails the same way; still read what is there
     if toks is None:
         toks = [t for t in lex.tokenize(code) if t.kind != "directive"]
-    for rule, lineno, reason in token_violations(toks, target):
+    for rule, lineno, reason in token_violations(toks, target) + reach.violations(toks):
         add(rule, lineno, reason)
     if not source.strip():
         found.append(Violation("empty", 1, "", "the source is empty"))

@@ -16,7 +16,11 @@ or a reason (`symbol: ...`) when the library
 - runs code at load or unload: an `.init_array`/`.fini_array`/`.ctors`/`.dtors`/`.preinit_array` entry other
   than the toolchain's own (`frame_dummy`, `__do_global_dtors_aux`, nvcc's `__sti____cudaRegisterAll`) — a
   global object with a constructor or destructor, `__attribute__((constructor))` however spelled;
-- contains a raw `syscall`/`sysenter`/`int 0x80` instruction (x86-64 host code: CUDA host-side inline asm).
+- contains a raw `syscall`/`sysenter`/`int 0x80` instruction (x86-64 host code: CUDA host-side inline asm);
+- takes an imported function's address as data (`address_taken`): a relocation against it other than its PLT
+  slot, which is what `&printf`, `(uintptr_t)printf` or a stored function pointer compile to however they are
+  spelled — the first step of a walk from one allowed function to every other (issue 37). Every seed and best
+  kernel of every task makes none but the toolchain's own (`DATA_OK`).
 
 Evidence for the cuda list: nvcc links the CUDA runtime statically by default, which makes the library
 import ~170 libc/pthread/dl symbols of its own and hides every runtime call; `build` therefore links it
@@ -25,8 +29,9 @@ seed of every task imports only `__cudaRegister*`, `__cudaPush/PopCallConfigurat
 `__cudaGetKernel`, `cudaGetLastError`, `cudaMemsetAsync`, the C++ guard/personality symbols and `exit`
 (nvcc's registration stub calls it; the token rules still forbid `exit` in user code, and a worker that
 exits is a crash verdict).
-Not guaranteed: what the code does with addresses it computes — a kernel can reach any libc function by
-pointer arithmetic from an allowed one; the worker's confinement (`judge.confine`) is the layer for that.
+Not guaranteed: what the code does with addresses it computes from data it holds — a PLT slot of its own
+library after a call, `stdout` (libc's data), its own static arrays; the worker's confinement (`judge.confine`)
+and the evidence of what it refuses (`judge.evidence`) are the layers for that.
 The torch ABI (an importer format that links libtorch and Python by construction) is not checked here.
 """
 from __future__ import annotations
@@ -95,10 +100,20 @@ SYSCALL_INSN = re.compile(r"\t(syscall|sysenter)\b|\tint\s+\$0x80\b")
 
 
 def check(lib: str, target: str) -> str | None:
-    """None if the library passes, else `symbol: <what> — <why>` naming the first offenders."""
+    """None if the library passes, else `symbol: <what> — <why>` naming the first offenders (or `library:` for a
+    library over the size cap, `build.library_problem`, however it got here)."""
+    from kevolve.judge.build import library_problem
+    too_large = library_problem(lib)
+    if too_large:
+        return f"library: {too_large}"
     bad = [f"`{s}` ({_why(s)})" for s in undefined(lib) if not allowed(s, target)]
     if bad:
         return "symbol: the library imports " + ", ".join(bad[:6]) + (" ..." if len(bad) > 6 else "")
+    taken = address_taken(lib)
+    if taken:
+        return ("symbol: the library takes the address of " + ", ".join(f"`{n}`" for n in taken[:6]) + " as data "
+                "(a data relocation, not a call): a function's address used as data reaches every other function of "
+                "its library (`judge.reach`) — call it instead")
     extra = [e for e in init_entries(lib) if not INIT_OK.match(e)]
     if extra:
         return ("symbol: the library runs code at load or unload time (" + ", ".join(extra[:4]) + "): global "
@@ -166,14 +181,55 @@ def raw_syscalls(lib: str) -> str | None:
     return m.group(0).strip() if m else None
 
 
-def init_entries(lib: str) -> list[str]:
-    """Names of the functions in the library's init/fini arrays (address if no symbol has it)."""
+# imported functions the toolchain itself references as data: C++ exception tables (DW.ref.__gxx_personality_v0),
+# crtstuff's weak references
+DATA_OK = frozenset("__gxx_personality_v0 __cxa_finalize __gmon_start__ _ITM_registerTMCloneTable "
+                    "_ITM_deregisterTMCloneTable".split())
+JUMP_SLOT, OBJECT, TLS = 7, 1, 6
+
+
+def address_taken(lib: str) -> list[str]:
+    """Imported functions the library uses as data: each relocation against an undefined symbol that is not a
+    PLT slot (a call goes through `JUMP_SLOT`; `&printf`, `(uintptr_t)printf`, a function pointer stored or passed
+    make a `GLOB_DAT` or absolute relocation, however the source spelled it). Data objects (`stdout`) are not
+    functions; the toolchain's own references (`DATA_OK`) are allowed."""
+    data, sections = _elf(lib)
+    out: list[str] = []
+    for sec in sections:
+        if sec[1] != 4 or not sec[6] or sec[6] >= len(sections):               # SHT_RELA, with its symbol table
+            continue
+        symtab = sections[sec[6]]
+        strtab = sections[symtab[6]] if symtab[6] < len(sections) else None
+        if strtab is None or symtab[1] not in (2, 11):                      # SHT_SYMTAB, SHT_DYNSYM
+            continue
+        for k in range(sec[5] // 24):
+            _, info, _ = struct.unpack_from("<QQq", data, sec[4] + k * 24)
+            kind, index = info & 0xFFFFFFFF, info >> 32
+            if not index or kind == JUMP_SLOT:
+                continue
+            st_name, st_info, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", data, symtab[4] + index * 24)
+            if shndx != 0 or (st_info & 0xF) in (OBJECT, TLS):                  # defined here, or data
+                continue
+            start = strtab[4] + st_name
+            name = data[start:data.index(b"\0", start)].decode(errors="replace")
+            if name not in DATA_OK and name not in out:
+                out.append(name)
+    return out
+
+
+def _elf(lib: str) -> tuple[bytes, list[tuple]]:
     data = Path(lib).read_bytes()
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise RuntimeError(f"{lib}: not a little-endian 64-bit ELF file")
     shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + k * shentsize) for k in range(shnum)]
+    shentsize, shnum, _ = struct.unpack_from("<HHH", data, 0x3A)
+    return data, [struct.unpack_from("<IIQQQQIIQQ", data, shoff + k * shentsize) for k in range(shnum)]
+
+
+def init_entries(lib: str) -> list[str]:
+    """Names of the functions in the library's init/fini arrays (address if no symbol has it)."""
+    data, sections = _elf(lib)
+    shstrndx, = struct.unpack_from("<H", data, 0x3E)
     strtab = sections[shstrndx]
 
     def name(off: int, table) -> str:

@@ -194,11 +194,15 @@ def preprocess(source: str, target: str, flags: list[str] | None = None, timeout
         else:
             cmd = ["g++", "-E", *[f for f in build.GXX_FLAGS if f not in ("-shared",)], MAIN[target]]
         cmd[1:1] = flags or []
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=work,
-                                  env=clean_env({"CUDA_HOME": build.cuda_home()}))
+        out = Path(work) / "preprocessed.ii"
+        cmd += ["-o", str(out)]
+        try:                                # bounded as a build is (`build._bounded`): a macro bomb writes no GiB
+            proc = subprocess.run(build._bounded(cmd, memory=True), capture_output=True, text=True, timeout=timeout,
+                                  cwd=work, env=clean_env({"CUDA_HOME": build.cuda_home()}))
         except subprocess.TimeoutExpired:
             raise PreprocessError(f"the preprocessor did not finish within {timeout:.0f} s") from None
         if proc.returncode != 0:
+            if proc.returncode == -25 or "File size limit exceeded" in proc.stderr or "File too large" in proc.stderr:
+                raise PreprocessError(f"the preprocessed source is over {2 * build.max_library_bytes() >> 20} MiB")
             raise PreprocessError(build.trim_errors(proc.stderr, Path(work)))
-        return proc.stdout
+        return out.read_text(errors="replace")

@@ -67,17 +67,9 @@ class Worker:
         from kevolve.task.precision import set_strict_float32
         from kevolve.task.spec import load_task
         set_strict_float32()                        # torch's baselines in IEEE float32, as the task filters compute them
-        if threads:
-            torch.set_num_threads(threads)
         self.target, self.abi, self.exchange = target, abi, Path(exchange)
         self.device = "cuda" if target == "cuda" else "cpu"
         self.task = load_task(task_dir)
-        if target == "cuda":
-            torch.cuda.init()
-            torch.empty(1, device="cuda")
-        if target == "cuda":
-            from kevolve.judge import l2
-            l2.cudart()                             # the runtime's handle found before the confinement
         self.cpu_flush = cpu_flush
         if target == "cpu" and cpu_flush == "lines":
             from kevolve.judge.evict import Evictor
@@ -86,7 +78,17 @@ class Worker:
             else:
                 print("kevolve worker: no cache-line evictor could be built here (no C compiler?); timed CPU calls "
                       "are made cold by rewriting 2 x the LLC instead (cpu_flush=llc)", file=sys.stderr, flush=True)
+        # confined once the evictor's library is loaded (the confinement does not let it be read) and before any thread
+        # but this one exists: Landlock and the capabilities' drop hold only on threads started after it (`confine`),
+        # and torch's pool and the CUDA driver start theirs below
         self.confinement = self._confine([lib, *(also or [])], target)
+        if threads:
+            torch.set_num_threads(threads)
+        if target == "cuda":
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
+            from kevolve.judge import l2
+            l2.cudart()                             # the runtime's handle, found once
         self.lib, self.module = lib, module
         if load:
             self.load()
@@ -111,8 +113,11 @@ class Worker:
             except Exception:                       # noqa: BLE001 — no workers to end
                 pass
         from kevolve.judge import confine, cpus
+        if self.target == "cuda":                   # the seal refuses new threads there: torch's CPU pool now
+            import torch
+            torch.ones(1 << 22).sum()
         try:
-            return {"seal": confine.seal(pinned=bool(os.environ.get(cpus.ENV)))}
+            return {"seal": confine.seal(pinned=bool(os.environ.get(cpus.ENV)), threads=self.target != "cuda")}
         except OSError as e:
             return {"seal": None, "missing": str(e)}
 
@@ -384,22 +389,22 @@ def _cpu_name() -> str:
 
 
 def _exit_with_parent() -> None:
-    """A worker whose evaluator died (SIGKILL, node loss) must not linger, even mid-kernel."""
-    import threading
+    """A worker whose evaluator died (SIGKILL, node loss) must not linger, even mid-kernel: SIGKILL when its parent
+    (its namespace's init, or the evaluator where the relay became the worker) ends. No watcher thread: a thread
+    started before the confinement runs without Landlock (`confine._other_threads`)."""
+    import ctypes
+    import signal
     parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(3)
-    threading.Thread(target=watch, daemon=True, name="kevolve-parent-watch").start()
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)     # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(3)
 
 
 def main() -> None:
     import ctypes
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)          # PR_SET_DUMPABLE 0: no /proc/<pid>/fd for others
     _exit_with_parent()
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"        # numpy's OpenBLAS (imported with torch) starts no server threads
     from kevolve.judge import cpus
     cpus.pin_from_env()                              # before any thread starts: every later one inherits it
     import torch  # noqa: F401  (before the first request: a spare worker is ready when it is handed work)

@@ -5,8 +5,8 @@ after every hostile one.
 Layers are tested on their own: `STATIC` through `rules.check` (the preprocessed token stream), `IMPORTS`
 built directly and handed to `judge` (no rules: the symbol check must stop them before any worker loads
 them), `RUNTIME` judged whole (guards, poison, page edges, digests, lifecycle), and `confine_probe.cpp`
-past both the rules and the symbol check (libc reached by address arithmetic): only the worker's
-confinement stands between it and the machine.
+past both the rules and the symbol check (libc reached from `stdout`): only the worker's confinement stands
+between it and the machine, and what the confinement refuses it is evidence that rejects it (`judge.evidence`).
 """
 from __future__ import annotations
 
@@ -131,6 +131,14 @@ IMPORTS = [
      r"`pthread_create` \(thread"),
     ("raw-syscall-instruction", kernel(before="if (N < 0) { long r; asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); }"),
      r"raw `syscall`"),
+    # the first step of the walk from one allowed function to every other (issue 37), however it is spelled: a
+    # relocation against `printf` that is not its PLT slot
+    ("function-address-as-data", "#include <cstdio>\n" + kernel(
+        before="if (N < 0) { volatile uintptr_t a = (uintptr_t)&printf; (void)a; }"),
+     r"takes the address of `printf` as data"),
+    ("function-pointer-stored", "#include <cstdio>\n" + kernel(
+        "static int (*volatile keep)(const char*, ...) = printf;", before="if (N < 0) keep(\"x\");"),
+     r"takes the address of `printf` as data"),
 ]
 
 
@@ -234,7 +242,13 @@ def test_confinement_stops_what_the_other_layers_miss(tiny, reuse):
     ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
     got = dict(re.findall(r"PROBE (\w+)=(-?\d+)", ev.log))
     got.update(re.findall(r"(workers_\w+)=(\d+)", ev.log))
-    assert ev.correct, ev.failure                         # it computes right: only its side effects matter
+    # it computes right, and is rejected for what it tried (judge.evidence): each refusal named, none of them a
+    # wrong answer
+    assert not ev.correct and ev.stage == "confinement" and "; and:" not in ev.failure, (ev.stage, ev.failure)
+    for tried in ("openat /tmp/kevolve-adversarial-probe for writing", "socket(AF_INET)", "kill(pid",
+                  "execve: a new process", "clone of a process"):
+        assert tried in ev.failure, ev.failure
+    assert re.search(r"openat /proc/\d+/fd/0: another process's fd", ev.failure), ev.failure
     assert not probe_file.exists() and int(got["file"]) < 0, got
     assert int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0 and int(got["kill_evaluator"]) < 0, got
     assert int(got["workers_reached"]) == 0, got
@@ -262,7 +276,8 @@ def test_a_kernel_held_to_its_threads_cannot_take_more_cpus(tiny, monkeypatch):
     assert built.ok, built.error
     ev = judge(tiny, built.lib_path, held)
     got = {k: int(v) for k, v in re.findall(r"PROBE (\w+)=(-?\d+)", ev.log)}
-    assert ev.correct, ev.failure
+    assert not ev.correct and ev.stage == "confinement" and "sched_setaffinity" in ev.failure, ev.failure
+    assert "; and:" not in ev.failure, ev.failure         # its answers were right: the attempt alone rejects it
     assert got["cpus_before"] == 1 and got["widen"] < 0, got
     assert got["team"] == 8 and got["cpus_in_team"] == 1 and got["cpus_after"] == 1, got
     # what refuses it is the seal: with the seal taken away (as without seccomp) the kernel widens its affinity
@@ -483,7 +498,8 @@ def test_a_worker_cannot_read_another_judgements_exchange(tiny, reuse):
         assert built.ok, built.error
         ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
         got = {k: int(v) for k, v in re.findall(r"PROBE (\w+)=(-?\d+)", ev.log)}
-        assert ev.correct, ev.failure
+        assert not ev.correct and ev.stage == "confinement", (ev.stage, ev.failure)     # what it tried is evidence
+        assert f"openat {other}/out.bin for reading: outside what the worker may read" in ev.failure, ev.failure
         assert got["other_exchange"] < 0 and got["shm_listing"] < 0, got
         assert got["dev_null"] >= 0 and got["urandom"] >= 0, got
     finally:

@@ -59,6 +59,10 @@ CASES = [
      "syscall", r"raw `syscall`"),
     ("managed-memory", hostile(before="float* m; cudaMallocManaged(&m, 4); cudaFree(m);"), "host-memory",
      r"`cudaMallocManaged`"),
+    # the first step of a walk from an allowed function to every other (issue 37): its address as data
+    ("function-address-as-data", hostile("#include <cstdio>", before="volatile uintptr_t a = (uintptr_t)&printf; "
+                                                                    "(void)a;"),
+     "function-address", r"takes the address of `printf` as data"),
     ("python-through-extern-c", hostile("extern \"C\" int PyRun_SimpleString(const char*);",
                                         before="if (N < 0) PyRun_SimpleString(\"1\");"),
      "extern-c", r"`PyRun_SimpleString` \(python"),
@@ -312,7 +316,8 @@ def test_imports_rejected_before_load_on_gpu(name, source, rule, reason, gpu_jud
 @pytest.mark.gpu
 @_gpu()
 def test_confinement_on_gpu(gpu_judge):
-    """The CPU confinement probe's attacks from a CUDA worker: nothing escapes, the seed still computes."""
+    """The CPU confinement probe's attacks from a CUDA worker: nothing escapes, the seed still computes — and since
+    issue 37 what it tried is evidence: it is rejected, each refusal named (`judge.evidence`)."""
     probe = (HERE / "cpu" / "confine_probe.cpp").read_text()
     libc = (HERE / "cpu" / "_libc.h").read_text()
     body = probe.split("extern \"C\" int forward", 1)[0].replace('#include "_libc.h"', libc)
@@ -323,7 +328,9 @@ def test_confinement_on_gpu(gpu_judge):
     ev = gpu_judge(src, rules_first=False)
     got = dict(re.findall(r"PROBE (\w+)=(-?\d+)", ev.log))
     got.update(re.findall(r"(workers_\w+)=(\d+)", ev.log))
-    assert ev.correct, ev.failure
+    assert not ev.correct and ev.stage == "confinement" and "; and:" not in ev.failure, (ev.stage, ev.failure)
+    for tried in ("openat /tmp/kevolve-adversarial-probe for writing", "socket(AF_INET)", "execve", "clone of a"):
+        assert tried in ev.failure, ev.failure
     assert int(got["file"]) < 0 and int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0, got
     assert int(got["workers_reached"]) == 0, got
     from test_cpu import pidns_holds

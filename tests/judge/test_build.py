@@ -187,3 +187,113 @@ def test_cuda_home_behind_a_wrapper_script(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
     assert (Path(builder.cuda_home()) / "include" / "cuda_runtime.h").exists(), builder.cuda_home()
+
+
+# ---------------------------------------------------------------------- bounds (issue 37: 192 MiB of initialised data)
+def _table_kernel(mib: float) -> str:
+    """GOOD_CPP with an initialised table of `mib` MiB that the kernel reads (so it is kept)."""
+    floats = int(mib * (1 << 18))
+    return GOOD_CPP.replace("extern", f"static float table[{floats}] = {{1.f}};\nextern").replace(
+        "2 * x[i]", "2 * x[i] * table[i % 2]")
+
+
+def test_a_library_over_the_cap_is_refused_naming_its_size(cache, monkeypatch):
+    monkeypatch.setenv("KEVOLVE_MAX_LIBRARY_MB", "1")
+    assert builder.build(_table_kernel(0.25), "cpu").ok             # under the cap: built as before
+    result = builder.build(_table_kernel(1.5), "cpu")
+    assert not result.ok and result.lib_path is None
+    assert re.search(r"the built library is 1\.5 MiB, over the cap of 1 MiB on a kernel's library", result.error), \
+        result.error
+    assert not (cache / result.key).exists()                         # not kept
+    monkeypatch.setenv("KEVOLVE_MAX_LIBRARY_MB", "32")
+    found = builder.build(_table_kernel(1.5), "cpu")                 # the cap decides, not a memory of it
+    assert found.ok, found.error
+    monkeypatch.setenv("KEVOLVE_MAX_LIBRARY_MB", "1")
+    again = builder.build(_table_kernel(1.5), "cpu")                 # cached under a larger cap: refused now
+    assert not again.ok and "over the cap of 1 MiB" in again.error, again.error
+
+
+def test_a_compiler_writing_past_twice_the_cap_is_stopped(cache, monkeypatch):
+    """The 192 MiB library of issue 37 is never written: every file the compiler writes is bounded at twice the
+    cap (here 2 MiB: a 3 MiB table stops the assembler)."""
+    monkeypatch.setenv("KEVOLVE_MAX_LIBRARY_MB", "1")
+    result = builder.build(_table_kernel(3), "cpu")
+    assert not result.ok
+    assert result.error.startswith("the compiler wrote a file over 2 MiB (twice the cap of 1 MiB"), result.error
+    assert list(cache.iterdir()) == []                               # nothing left behind
+
+
+def test_a_source_over_the_cap_is_not_compiled(cache, monkeypatch):
+    seen = []
+    monkeypatch.setattr(builder.subprocess, "run", lambda *a, **k: seen.append(a))
+    result = builder.build(GOOD_CPP + "//" + "x" * builder.MAX_SOURCE_BYTES, "cpu")
+    assert not result.ok and "over the cap of 1024 KiB on a kernel's source" in result.error, result.error
+    assert not seen                                                  # no compiler ran
+
+
+def test_install_refuses_a_library_over_the_cap(cache, monkeypatch):
+    monkeypatch.setenv("KEVOLVE_MAX_LIBRARY_MB", "1")
+    with pytest.raises(ValueError, match=r"over the cap of 1 MiB"):
+        builder.install("0" * 24, bytes(2 << 20))
+    assert not (cache / ("0" * 24)).exists()
+
+
+def _entry(root: Path, name: str, size: int, used: float) -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "kernel.so").write_bytes(bytes(size))
+    os.utime(d, (used, used))
+    return d
+
+
+def _key(c: str) -> str:
+    return c * 24
+
+
+def test_eviction_removes_the_least_recently_used_first(tmp_path):
+    now = 1_000_000.0
+    for c, used in (("a", now - 500), ("b", now - 100), ("c", now - 300), ("d", now - 200)):
+        _entry(tmp_path, _key(c), 1000, used)
+    _entry(tmp_path, _key("e") + ".tmp123", 5000, now - 400)        # an abandoned build: gone past the grace
+    _entry(tmp_path, _key("f") + ".tmp456", 5000, now - 5)          # one in progress: kept
+    removed = builder.evict(tmp_path, 2500, grace_s=50, now=now)
+    assert removed == [_key("a"), _key("c")]                         # oldest first, until two entries (2000 B) fit
+    assert sorted(p.name for p in tmp_path.iterdir()) == [_key("b"), _key("d"), _key("f") + ".tmp456"]
+
+
+def test_eviction_keeps_what_was_used_within_the_grace(tmp_path):
+    now = 1_000_000.0
+    for c, used in (("a", now - 500), ("b", now - 10), ("c", now - 5)):
+        _entry(tmp_path, _key(c), 1000, used)
+    assert builder.evict(tmp_path, 0, grace_s=60, now=now) == [_key("a")]   # over the bound; b and c are recent
+    assert sorted(p.name for p in tmp_path.iterdir()) == [_key("b"), _key("c")]
+
+
+def test_eviction_touches_nothing_but_cache_entries(tmp_path):
+    """Pointed at the wrong folder (a development version once passed the repository's root), eviction removes
+    nothing that is not named as an entry: no source tree is lost to a cache bound."""
+    now = 1_000_000.0
+    for name in ("kevolve", "tests", ".git", "abc.def", _key("g")[:-1], _key("h") + "x"):
+        _entry(tmp_path, name, 1000, now - 10_000)
+    assert builder.evict(tmp_path, 0, grace_s=0, now=now) == []
+    assert len(list(tmp_path.iterdir())) == 6
+
+
+def test_the_cache_stays_bounded_and_keeps_what_is_used(cache, monkeypatch):
+    """Builds past the bound evict the least recently used library; a cache hit counts as a use."""
+    monkeypatch.setattr(builder, "GRACE_S", 0.0)
+    first = builder.build(GOOD_CPP, "cpu")
+    size = sum(f.stat().st_size for f in Path(first.lib_path).parent.rglob("*") if f.is_file())
+    monkeypatch.setenv("KEVOLVE_CACHE_MAX_GB", str(2.5 * size / (1 << 30)))      # room for two
+    keys = [first.key]
+    for k in (3, 4):
+        time.sleep(0.02)                                             # distinct modification times
+        keys.append(builder.build(GOOD_CPP.replace("2 * x[i]", f"{k} * x[i]"), "cpu").key)
+    assert sorted(p.name for p in cache.iterdir()) == sorted(keys[1:])     # the first was the least recently used
+    time.sleep(0.02)
+    assert builder.build(GOOD_CPP.replace("2 * x[i]", "3 * x[i]"), "cpu").cached   # keys[1] used again
+    time.sleep(0.02)
+    keys.append(builder.build(GOOD_CPP.replace("2 * x[i]", "5 * x[i]"), "cpu").key)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([keys[1], keys[3]])   # keys[2] went, not keys[1]
+    total = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
+    assert total <= builder.max_cache_bytes()

@@ -103,6 +103,60 @@ CASES = [
      "\"l\"(p)); return v; }", "cuda", "c", None),                               # other cache qualifiers are fine
     ("__device__ void pf(const float* p) { asm(\"prefetch.global.L2 [%0];\" :: \"l\"(p)); }", "cuda", "c", None),
     ("__device__ float ld(const float* p) { return __ldcs(p); }  // not evict_last", "cuda", "c", None),
+    # reaching code by address (issue 37: from an allowed function's address to the interpreter): `judge.reach`
+    ("uintptr_t a = (uintptr_t)&printf;", "cpu", "c", "function-address"),
+    ("uintptr_t a = (uintptr_t)printf;", "cpu", "c", "function-address"),
+    ("auto c = (const unsigned char*)(void*)&printf;", "cpu", "c", "function-address"),
+    ("auto a = reinterpret_cast<uintptr_t>(reinterpret_cast<void*>(&memcpy));", "cpu", "c", "function-address"),
+    ("auto a = std::bit_cast<uintptr_t>(&printf);", "cpu", "c", "function-address"),
+    ("auto a = __builtin_bit_cast(uintptr_t, &printf);", "cpu", "c", "function-address"),
+    ("auto a = uintptr_t(&printf);", "cpu", "c", "function-address"),
+    ("void* p = (void*)&printf; uintptr_t a = (uintptr_t)p;", "cpu", "c", "function-address"),
+    ("int (*fp)(const char*, ...) = printf; auto a = (uintptr_t)fp;", "cpu", "c", "function-address"),
+    ("typedef int (*f_t)(int); f_t g = helper; long a = (long)g; int helper(int);", "cpu", "c", "function-address"),
+    ("auto fp = &printf; uintptr_t a; memcpy(&a, &fp, sizeof a);", "cpu", "c", "function-address"),
+    ("char b[32]; snprintf(b, 32, \"%p\", (void*)&printf);", "cpu", "c", "function-address"),
+    ("const char* c = (const char*)&printf + 4096;", "cpu", "c", "function-address"),
+    ("auto p = &printf + 1;", "cpu", "c", "function-address"),
+    ("static int helper(int v) { return v; } auto c = (const char*)&helper;", "cpu", "c", "function-address"),
+    ("uintptr_t a = (uintptr_t)&forward;", "cuda", "c", "function-address"),
+    ("uintptr_t a = (uintptr_t)stdout;", "cpu", "c", "function-address"),
+    ("auto c = (const char*)stderr - 4096;", "cpu", "c", "function-address"),
+    ("union pun { int (*f)(const char*, ...); uintptr_t u; };", "cpu", "c", "function-address"),
+    ("uintptr_t a = 0; typedef int (*f_t)(int); int r = ((f_t)a)(1);", "cpu", "c", "function-address"),
+    ("uintptr_t a = 0; auto f = reinterpret_cast<int (*)(int)>(a);", "cuda", "c", "function-address"),
+    ("struct H { long e_phoff; }; long o = h->e_phoff;", "cpu", "c", "library-walk"),
+    ("const Elf64_Ehdr* eh = nullptr;", "cpu", "c", "library-walk"),
+    ("struct link_map* m = nullptr;", "cpu", "c", "library-walk"),
+    ("enum { DT_SYMTAB = 6 }; int t = DT_SYMTAB;", "cpu", "c", "library-walk"),
+    ("if (ph[i].p_type == 2) {}", "cuda", "c", "library-walk"),
+    ("unsigned long b = getauxval(7);", "cpu", "c", "library-walk"),
+    ("extern char __ehdr_start;", "cpu", "c", "library-walk"),
+    ("const char* m = \"/proc/self/maps\";", "cpu", "c", "library-walk"),
+    ("const char* e = \"/proc/\" \"1/environ\";", "cuda", "c", "library-walk"),
+    ("const char* m = \"\\x7f\" \"ELF\";", "cpu", "c", "library-walk"),
+    ("unsigned m = 0x464c457f;", "cpu", "c", "library-walk"),
+    ("auto f = lookup(\"dl_iterate_phdr\");", "cpu", "c", "symbol-by-name"),
+    ("auto f = lookup(\"PyRun_SimpleString\");", "cuda", "c", "symbol-by-name"),
+    ("auto f = lookup(\"open\");", "cpu", "c", "symbol-by-name"),
+    # ... and their honest look-alikes
+    ("cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 0); kernel<<<1, 1>>>(p);",
+     "cuda", "c", None),
+    ("cudaLaunchKernel((const void*)kernel, dim3(1), dim3(32), args, 0, s); __global__ void kernel(float*);",
+     "cuda", "c", None),
+    ("int nb; cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel<float, 4>, 256, 0);", "cuda", "c", None),
+    ("auto k = vec ? kernel_vec : kernel_scalar; k<<<g, b, 0, s>>>(x);", "cuda", "c", None),
+    ("bool al = ((uintptr_t)x & 15) == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;", "cuda", "c", None),
+    ("const float* gamma = w; const float4* g4 = (const float4*)gamma; float y0 = 1, y1 = y0 + 1;", "cuda", "c",
+     None),
+    ("std::vector<double> dw(N, 0.0), db(N, 0.0); db[0] += 1; auto p = (const char*)db.data();", "cpu", "c", None),
+    ("float f = 1.f; unsigned u = *(unsigned*)&f; float e = exp2f(f);", "cpu", "c", None),
+    ("qsort(t, 4, sizeof(float), cmp); std::sort(t, t + 4, less_abs); static int cmp(const void*, const void*);",
+     "cpu", "c", None),
+    ("fprintf(stderr, \"n=%d\\n\", n); fflush(stdout); fputs(\"x\", stdout);", "cpu", "c", None),
+    ("static float sq(float v) { return v * v; } float (*ops[1])(float) = {sq}; float r = ops[0](2.f);",
+     "cpu", "c", None),
+    ("printf(\"read the manual, then write\\n\"); const char* w = \"open file\";", "cpu", "c", None),
     # preprocessor tricks and includes
     ("#define GE(s) get##s\nconst char* k = GE(env)(\"HOME\");", "cpu", "c", "preprocessor"),
     ("#include_next <cmath>", "cpu", "c", "preprocessor"),
@@ -273,3 +327,21 @@ def test_headers_are_skipped_but_user_code_between_them_is_read_at_its_own_lines
     assert [(x.rule, x.line) for x in v.violations] == [("process", 5)]
     cu = "#include <cuda_runtime.h>\n__global__ void k(float* x) { x[0] = 1; }\nint g() { return getenv(\"A\") != 0; }\n"
     assert [(x.rule, x.line) for x in verify.check(cu, "cuda").violations] == [("environment", 3)]
+
+
+# ---------------------------------------------------------------------- sizes (issue 37: bounded builds)
+def test_a_source_over_the_cap_is_refused_unread():
+    from kevolve.judge.build import MAX_SOURCE_BYTES
+    verdict = verify.check("int x = 0;\n" + "// padding\n" * (MAX_SOURCE_BYTES // 11 + 1), "cpu")
+    assert [v.rule for v in verdict.violations] == ["size"], verdict.reason
+    assert "over the cap of 1024 KiB on a kernel's source" in verdict.reason
+
+
+def test_macros_that_expand_without_bound_are_refused(monkeypatch):
+    """The preprocessor's output is bounded as a build's files are (twice the library cap; here 1 MiB): ten
+    macros each ten times the last expand to 10^6 tokens, and the rules say so instead of reading them."""
+    monkeypatch.setenv("KEVOLVE_MAX_LIBRARY_MB", "0.5")
+    levels = ["#define L0 x"] + [f"#define L{k} " + " ".join([f"L{k - 1}"] * 10) for k in range(1, 7)]
+    verdict = verify.check("\n".join(levels) + "\nint v = L6;\n", "cpu")
+    assert "size" in {v.rule for v in verdict.violations}, verdict.reason
+    assert "the preprocessed source is over 1 MiB" in verdict.reason

