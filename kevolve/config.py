@@ -213,6 +213,8 @@ class ResourcesConfig:
                                          # passes) | files; KEVOLVE_EXCHANGE overrides it
     compiled_checks: str = "auto"        # the evaluators' float64 references and output comparisons compiled by
                                          # torch.compile (judge/fused.py): auto (on cuda) | on | off
+    strict_cuda: bool = False            # cuda: the driver started after Landlock, no new threads after the seal, a
+                                         # refused attempt a rejection; off until the gpu tests pass with it on an H200
     cpu_flush: str = "lines"             # cpu: how a timed call is made cold (judge/timing.py CpuClock): lines (its
                                          # own buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten)
 

@@ -101,7 +101,9 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
     ev = Evaluation(**{**ev.__dict__, "phases": {**ev.phases, "teardown": round(closing, 4)}})
     if ended and ev.correct:               # a death by signal at teardown is a crash, not a pass
         ev = Evaluation(**{**ev.__dict__, "correct": False, "stage": "teardown", "failure": f"crash: {ended}"})
-    if forbidden:                          # an attempt is a rejection, even with the right answer (`evidence`)
+    if forbidden and not _attempts_reject(options):       # noted, not yet a verdict (`Options.strict_cuda`)
+        ev = Evaluation(**{**ev.__dict__, "log": f"[refused by the confinement, noted only: {forbidden}]\n{ev.log}"})
+    elif forbidden:                        # an attempt is a rejection, even with the right answer (`evidence`)
         ev = Evaluation(**{**ev.__dict__, "correct": False, "stage": "confinement",
                            "failure": forbidden + (f"; and: {ev.failure}" if ev.failure else "")})
     return ev
@@ -220,7 +222,7 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
         if failure:
             return verdict("load", f"harness: {failure}")
         with clock("seal"):
-            worker.call("seal", 60)
+            worker.call("seal", 60, threads=_threads_after_seal(options))
         try:
             with clock("load"):
                 loaded = worker.call("load", options.timeout + 60)
@@ -251,11 +253,23 @@ def _judge(task: Task, lib_path: str, options: Options, module: str | None, reus
             helper.join()
 
 
+def _attempts_reject(options: Options) -> bool:
+    """Whether an attempt the confinement refused rejects the kernel: always on the CPU; on CUDA with
+    `Options.strict_cuda` (until the gpu tests pass with it, honest CUDA code — the driver's lazy file reads, say —
+    might be what was refused)."""
+    return options.target != "cuda" or options.strict_cuda
+
+
+def _threads_after_seal(options: Options) -> bool:
+    """New threads after the seal: allowed on the CPU (OpenMP), refused on CUDA with `Options.strict_cuda`."""
+    return options.target != "cuda" or not options.strict_cuda
+
+
 def _cold(options: Options) -> dict:
     """How the worker's CPU clock makes a timed call cold (`timing.CpuClock`): the mode, and the evictor's library
     (`judge.evict`, built once per node) for `lines`."""
     if options.target != "cpu":
-        return {}
+        return {"strict_cuda": options.strict_cuda}
     from kevolve.judge import evict
     return {"cpu_flush": options.cpu_flush,
             "evict": evict.library(options.cache_dir) if options.cpu_flush == "lines" else None}
@@ -450,7 +464,8 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
                            target=options.target, module=module_a, exchange=str(files), threads=options.threads,
                            also=[lib_b], load=False, **_cold(options))
         if "error" not in info:
-            worker.call("seal", 60)        # no baselines to compile: sealed before either kernel's code runs
+            worker.call("seal", 60, threads=_threads_after_seal(options))   # no baselines to compile: sealed before
+                                                                             # either kernel's code runs
             info = {**info, **worker.call("load", options.timeout + 60)}
         if "error" in info:
             return f"kernel a: load error: {info['error']}"
@@ -491,6 +506,6 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
         shutil.rmtree(files, ignore_errors=True)
     if ended and failure is None:          # a death by signal at teardown is a crash, not a comparison
         failure = f"crash: {ended}"
-    if worker.forbidden():                 # either kernel's attempt (`evidence`)
+    if worker.forbidden() and _attempts_reject(options):   # either kernel's attempt (`evidence`)
         failure = worker.forbidden() + (f"; and: {failure}" if failure else "")
     return result(failure)

@@ -29,6 +29,9 @@ class Options:
     cache_dir: str | None = None   # resources.cache_dir: where the node keeps builds and torch.compile's caches
     compiled_checks: str = "auto"  # the evaluator's reference and comparison compiled (judge/fused.py): auto (on
                                    # CUDA, where an evaluator keeps them across judgements) | on | off
+    strict_cuda: bool = False      # cuda: the confinement of issue 37 in full — the driver started after Landlock, new
+                                   # threads refused after the seal, a refused attempt a rejection (not a note in the
+                                   # log) — off until the gpu tests pass with it on an H200 (the CPU target has it all)
     cpu_flush: str = "lines"       # how a timed CPU call is made cold (judge/timing.py CpuClock): lines (its own
                                    # buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten, the old way)
 

@@ -57,12 +57,14 @@ class Worker:
     # ------------------------------------------------------------------ commands
     def init(self, task_dir: str, lib: str, abi: str, target: str, module: str | None, exchange: str,
              threads: int | None = None, also: list[str] | None = None, load: bool = True,
-             evict: str | None = None, cpu_flush: str = "lines") -> dict:
+             evict: str | None = None, cpu_flush: str = "lines", strict_cuda: bool = False) -> dict:
         """Loads the task and the kernel `lib`, confined first; `also`: libraries loaded later by `load_other`
         (`harness.compare`), which the confinement must let this process read. `load=False` leaves the kernel
         for `load`, after `prepare` and `seal` (the harness's order: the kernel's code runs only sealed).
         `evict`: the evictor's library (`judge.evict`), loaded here, before the confinement and any candidate code,
-        for the CPU clock's `cpu_flush` mode `lines`."""
+        for the CPU clock's `cpu_flush` mode `lines`. `strict_cuda=False` (the default until the strict order has
+        passed the gpu tests on an H200, `Options.strict_cuda`): on CUDA the driver starts before the confinement,
+        as it long did, so its threads predate Landlock (seccomp still covers them)."""
         import torch
         from kevolve.task.precision import set_strict_float32
         from kevolve.task.spec import load_task
@@ -81,14 +83,14 @@ class Worker:
         # confined once the evictor's library is loaded (the confinement does not let it be read) and before any thread
         # but this one exists: Landlock and the capabilities' drop hold only on threads started after it (`confine`),
         # and torch's pool and the CUDA driver start theirs below
+        early_cuda = target == "cuda" and not strict_cuda
+        if early_cuda:
+            self._start_cuda()
         self.confinement = self._confine([lib, *(also or [])], target)
         if threads:
             torch.set_num_threads(threads)
-        if target == "cuda":
-            torch.cuda.init()
-            torch.empty(1, device="cuda")
-            from kevolve.judge import l2
-            l2.cudart()                             # the runtime's handle, found once
+        if target == "cuda" and not early_cuda:
+            self._start_cuda()
         self.lib, self.module = lib, module
         if load:
             self.load()
@@ -96,13 +98,21 @@ class Worker:
         uuid = str(torch.cuda.get_device_properties(0).uuid) if target == "cuda" else None
         return {"device": name, "bandwidth_gbs": self._bandwidth(), "uuid": uuid, "confinement": self.confinement}
 
+    def _start_cuda(self) -> None:
+        """The CUDA driver and runtime started (their threads with them), and the runtime's handle found once."""
+        import torch
+        from kevolve.judge import l2
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+        l2.cudart()
+
     def load(self) -> dict:
         """Loads the kernel library named at `init`: the first moment any of its code can run (dlopen's
         initialisers, a torch extension's module init)."""
         self.kernel = self._load(self.lib, self.module)
         return {}
 
-    def seal(self) -> dict:
+    def seal(self, threads: bool | None = None) -> dict:
         """No new process from here on (`confine.seal`: exec, fork, vfork refused), once torch.compile is done
         with its compilers and compile workers, which are shut down first (a kernel could feed them work
         through their pipes). Replies with what holds, or why not."""
@@ -113,11 +123,12 @@ class Worker:
             except Exception:                       # noqa: BLE001 — no workers to end
                 pass
         from kevolve.judge import confine, cpus
-        if self.target == "cuda":                   # the seal refuses new threads there: torch's CPU pool now
+        if self.target == "cuda" and not threads:   # the seal refuses new threads there: torch's CPU pool now
             import torch
             torch.ones(1 << 22).sum()
         try:
-            return {"seal": confine.seal(pinned=bool(os.environ.get(cpus.ENV)), threads=self.target != "cuda")}
+            allow = self.target != "cuda" if threads is None else threads
+            return {"seal": confine.seal(pinned=bool(os.environ.get(cpus.ENV)), threads=allow)}
         except OSError as e:
             return {"seal": None, "missing": str(e)}
 
@@ -144,6 +155,9 @@ class Worker:
         readable = [str(self.task.dir), *(os.path.dirname(os.path.realpath(lib)) for lib in libs), cuda_home(), sys.prefix,
                     sys.base_prefix, sys.exec_prefix, str(ROOT / "kevolve"), str(ROOT / "tasks")]
         readable += [p for p in sys.path if p and os.path.realpath(p) != root]
+        # the repository's own package metadata (an editable install's), which importlib.metadata reads when torch
+        # looks up entry points after the kernel loads: a refused read there was once blamed on an honest kernel
+        readable += [str(p) for pattern in ("*.egg-info", "*.dist-info") for p in ROOT.glob(pattern) if p.is_dir()]
         return confine.confine(readable, [tmp, str(self.exchange)], target)
 
     def check(self, config: int, variant: int, new_buffers: bool) -> dict:

@@ -168,7 +168,7 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
     options = Options(target=target, abi=ABI, shapes=shapes, timeout=s.timeout_s, baselines=tuple(s.baselines),
                       reps=s.reps, budget_s=s.budget_s, time_inits=s.time_inits, threads=r.worker_threads,
                       exchange=r.exchange, cache_dir=r.cache_dir, compiled_checks=r.compiled_checks,
-                      cpu_flush=r.cpu_flush)
+                      cpu_flush=r.cpu_flush, strict_cuda=r.strict_cuda)
     return Plan(task=task.ref, target=target, shapes=shapes, options=options, evaluators=evaluators,
                 evaluator_placement=placement, builders=builders, builder_resources=dict(r.builder_resources),
                 in_flight=s.in_flight or default_in_flight(target, evaluators, builders, llm_calls if llm_ops else 0),

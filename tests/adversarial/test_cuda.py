@@ -421,7 +421,8 @@ def gpu_judge():
     from kevolve.judge.reuse import Reuse
     from kevolve.task import load_task
     task = load_task(TINY)
-    options = Options(target="cuda", shapes="small", time_kernel=False, timeout=60)
+    # the strict CUDA confinement (`Options.strict_cuda`): what these tests are to verify before it is the default
+    options = Options(target="cuda", shapes="small", time_kernel=False, timeout=60, strict_cuda=True)
     reuse = Reuse(options, reference_bytes=1 << 28, baseline_refresh_s=0)
 
     def run(source: str, rules_first: bool = True):
