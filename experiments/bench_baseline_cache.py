@@ -1,4 +1,4 @@
-"""What the node's torch.compile cache (kevolve/judge/baseline_cache.py) saves: the same seed judged N times in a
+"""What the node's torch.compile cache (kevolve/judge/evaluator/baseline_cache.py) saves: the same seed judged N times in a
 row, each in a fresh worker with both baselines compiled (no evaluator reuse), starting from an empty build cache.
 
     python experiments/bench_baseline_cache.py [--task tests/kernels/tasks/layernorm_one] [--judgements 2] [--off]
@@ -27,7 +27,7 @@ def main() -> int:
     os.environ["KEVOLVE_CACHE"] = tempfile.mkdtemp(prefix="kevolve-bench-cache-")
     if args.off:
         os.environ["KEVOLVE_BASELINE_CACHE"] = "0"
-    from kevolve.judge.harness import evaluate
+    from kevolve.judge.evaluator.harness import evaluate
     from kevolve.judge.options import Options, default_shapes
     from kevolve.task import load_task
     task = load_task(args.task)

@@ -5,7 +5,7 @@
 
 For every configuration of the shape set (first initialisation, first seed) it times the kernel, torch
 eager and torch.compile (default mode) on three clocks, µs per call, with kevolve's own code
-(`kevolve.judge.timing`, the clock the harness uses):
+(`kevolve.judge.worker.timing`, the clock the harness uses):
 - synced: synchronise the device, events around one call, synchronise again (the old headline);
 - queued: L2 flush enqueued before the start event, no synchronisation between (`do_bench` style);
 - graph:  a CUDA graph of N × (flush, call) on N input sets, replayed, less a graph of N flushes, over N
@@ -54,8 +54,8 @@ def main() -> int:
 
 def bench_task(name: str, kernel_path: str, args, say) -> None:
     from kevolve.judge import build as builder
-    from kevolve.judge import timing
-    from kevolve.judge.checks import Checker
+    from kevolve.judge.worker import timing
+    from kevolve.judge.evaluator.checks import Checker
     from kevolve.judge.options import Options
     from kevolve.task import load_task
     from kevolve.task.abi import CKernel
@@ -95,8 +95,8 @@ def bench_task(name: str, kernel_path: str, args, say) -> None:
 
 def bench_config(task, cfg, kern, clock, checker, args) -> dict:
     import torch
-    from kevolve.judge import timing
-    from kevolve.judge.worker import Worker
+    from kevolve.judge.worker import timing
+    from kevolve.judge.worker.serve import Worker
     sizes, n, row = cfg.size_dict, args.calls, {}
     helper = Worker()
     helper.task, helper.device = task, "cuda"

@@ -1,4 +1,4 @@
-"""The evaluator's checks, eager against compiled (`kevolve/judge/fused.py`), on one device, without a worker:
+"""The evaluator's checks, eager against compiled (`kevolve/judge/evaluator/fused.py`), on one device, without a worker:
 
     python experiments/bench_fused.py [--device cpu|cuda] [--shapes small|bench] [--reps 5] TASK [TASK ...]
 
@@ -30,8 +30,8 @@ def main() -> None:
     import torch
     from torch._dynamo.utils import counters
 
-    from kevolve.judge.checks import Checker
-    from kevolve.judge.fused import Fused
+    from kevolve.judge.evaluator.checks import Checker
+    from kevolve.judge.evaluator.fused import Fused
     from kevolve.judge.options import Options
     from kevolve.report.tables import table
     from kevolve.task import load_task

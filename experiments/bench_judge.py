@@ -4,7 +4,7 @@
                                       [--target cpu|cuda] [--shapes small|bench] [--judgements 3]
                                       [--no-reuse] [--profile FILE] [--compiled-checks auto|on|off]
 
-Prints, per judgement, the wall seconds and the seconds per phase (`judge.phases.Phases`: load, check,
+Prints, per judgement, the wall seconds and the seconds per phase (`judge.evaluator.phases.Phases`: load, check,
 reference, baselines, time). With reuse (the search's default) the first judgement pays for the worker's
 start, the references and torch.compile; the later ones show what a candidate costs in a running search.
 Then, for the last judgement, every phase (the worker's own breakdown, `worker …`, included); with
@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from kevolve.judge import build
-from kevolve.judge.harness import judge
+from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
-from kevolve.judge.reuse import Reuse
+from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.report.tables import table
 from kevolve.task import load_task
 
@@ -40,9 +40,9 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=0.15)
     ap.add_argument("--reference-gb", type=float, default=16.0)
     ap.add_argument("--compiled-checks", default="auto", choices=("auto", "on", "off"),
-                    help="the evaluator's reference and comparison by torch.compile (judge/fused.py; auto: on cuda)")
+                    help="the evaluator's reference and comparison by torch.compile (judge/evaluator/fused.py; auto: on cuda)")
     ap.add_argument("--cpu-flush", default="lines", choices=("lines", "llc"),
-                    help="how a timed CPU call is made cold (judge/timing.py CpuClock)")
+                    help="how a timed CPU call is made cold (judge/worker/timing.py CpuClock)")
     ap.add_argument("--no-reuse", action="store_true", help="a fresh worker, references and baselines each time")
     ap.add_argument("--profile", default=None, help="cProfile the last judgement; its top functions go here")
     args = ap.parse_args()

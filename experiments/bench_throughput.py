@@ -20,7 +20,7 @@ import ray
 from kevolve.operators import knobs
 from kevolve.config import Config, PopulationConfig, ResourcesConfig, SearchConfig, TaskConfig
 from kevolve.search.population import source_hash
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from kevolve.report.tables import table
 from kevolve.search.driver import run
 from kevolve.task import load_task

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from kevolve.judge.harness import evaluate
+from kevolve.judge.evaluator.harness import evaluate
 from kevolve.judge.options import Options
 from kevolve.report.tables import table
 from kevolve.task import list_tasks, load_task

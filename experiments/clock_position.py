@@ -8,7 +8,7 @@ contender's replay of N × (flush, call). In a judge round the null is replayed 
 (input draws, poison, the evaluator's checks in another process); bench_clock replays it between busy replays.
 If the null runs slower when it comes first after idle host work, every contender's per-call time is lowered
 by the same amount over N, which matters only where a call takes a few µs. This script times the same graphs,
-built as the judge builds them (kevolve.judge.timing, one input set and output buffers per call), in three
+built as the judge builds them (kevolve.judge.worker.timing, one input set and output buffers per call), in three
 orders per sample, interleaved:
 - busy:  null, then every contender, back to back (bench_clock's order);
 - judge: 20 ms of host work and a fill of the inputs on the GPU, then null, then the contenders (the judge's
@@ -42,7 +42,7 @@ def main() -> int:
     import torch
 
     from kevolve.judge import build as builder
-    from kevolve.judge import timing
+    from kevolve.judge.worker import timing
     from kevolve.task import load_task
     from kevolve.task.abi import CKernel
     task = load_task(args.task)
@@ -73,8 +73,8 @@ def one_config(task, cfg, kern, clock, args) -> str:
     """The graphs of one configuration timed in the three orders; one line of µs."""
     import torch
 
-    from kevolve.judge import timing
-    from kevolve.judge.worker import Worker
+    from kevolve.judge.worker import timing
+    from kevolve.judge.worker.serve import Worker
     sizes, n, scalars = cfg.size_dict, args.calls, task.scalar_values(cfg)
     helper = Worker()
     helper.task, helper.device = task, "cuda"

@@ -7,7 +7,7 @@
 #   ONLY="layernorm_bwd/cuda_fast.cu rmsnorm_bwd/cuda.cu" bash experiments/gpu_seeds.sh     # just these
 # Every task's cuda.cu goes first, then the other seeds, so that a BUDGET_S cut leaves the plain seeds judged.
 # PAR judgements run side by side (default 1): builds, torch.compile and references overlap, while the device
-# lock (kevolve/judge/gpu_lock.py) keeps every timing phase alone on the GPU, so the times are those of a GPU
+# lock (kevolve/judge/evaluator/gpu_lock.py) keeps every timing phase alone on the GPU, so the times are those of a GPU
 # with nothing else on it. EVAL_S caps one evaluation (default 240 s); BUDGET_S stops starting new ones after
 # that many seconds (default: none); REPS sets evaluate's reps (default: its own). Logs (one per task and seed; stderr with the KEVOLVE_TRACE phases beside
 # each as .trace) and the table under $OUT.

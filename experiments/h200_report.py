@@ -134,9 +134,9 @@ def report(paths: list[Path]) -> str:
 
 
 def best_kernels() -> list[str]:
-    """The section on tasks/<name>/best/cuda.cu: what each .md records (kevolve.task.best writes it from a search's
+    """The section on tasks/<name>/best/cuda.cu: what each .md records (kevolve.report.best writes it from a search's
     final judgement, baselines interleaved; its per-configuration table is in the .md)."""
-    from kevolve.task.best import numbers
+    from kevolve.report.best import numbers
     rows = []
     for md in sorted((RESULTS.parent.parent / "tasks").glob("*/best/cuda.md")):
         front = numbers(md)

@@ -2,7 +2,7 @@
 
     python experiments/ipc_probe.py
 
-Starts one child per layer set; each applies those layers of `kevolve.judge.confine` (after CUDA init, as the
+Starts one child per layer set; each applies those layers of `kevolve.judge.worker.confine` (after CUDA init, as the
 worker does), shares a tensor through `exchange.describe`, and this process tries to open it. Prints a table.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import tempfile
 
 CHILD = r"""
 import json, sys, os, signal, torch
-from kevolve.judge import confine, exchange
+from kevolve.judge import exchange
+from kevolve.judge.worker import confine
 layers = sys.argv[1].split(",") if sys.argv[1] else []
 torch.cuda.init(); t = torch.arange(1024, dtype=torch.float32, device="cuda"); torch.cuda.synchronize()
 tmp = sys.argv[2]

@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kevolve.judge import build
-from kevolve.judge.harness import judge
+from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
-from kevolve.judge.reuse import Reuse
+from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.operators import knobs
 from kevolve.report.tables import table
 from kevolve.task import load_task

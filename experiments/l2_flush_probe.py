@@ -1,6 +1,6 @@
 """Does the judge's L2 flush evict lines a kernel loaded with an L2::evict_last cache policy? (issue 10)
 
-The judge evicts the L2 before every timed call by `zero_()` of a buffer twice the L2 (kevolve/judge/timing.py,
+The judge evicts the L2 before every timed call by `zero_()` of a buffer twice the L2 (kevolve/judge/worker/timing.py,
 `flush_buffer`): ordinary stores. A kernel may mark its loads evict_last (`createpolicy` + `ld.global.L2::cache_hint`);
 the L2 evicts such lines after ordinary ones, so they might outlast the flush, and a kernel whose inputs stay in
 L2 from one timed call to the next would be timed reading the L2 instead of DRAM. This times one read of an
@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--out")
     args = ap.parse_args()
     import torch
-    from kevolve.judge.timing import flush_buffer
+    from kevolve.judge.worker.timing import flush_buffer
 
     so = build(ROOT / "experiments/kernels/l2_flush_probe.cu")
     flush = flush_buffer("cuda")

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from kevolve.judge.build import build          # noqa: E402
 from kevolve.judge.options import Options      # noqa: E402
-from kevolve.judge.worker import NVTX_RANGE     # noqa: E402
+from kevolve.judge.worker.serve import NVTX_RANGE     # noqa: E402
 from kevolve.search import profile as ncu      # noqa: E402
 from kevolve.task import load_task             # noqa: E402
 

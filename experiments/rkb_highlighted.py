@@ -73,7 +73,7 @@ def our_tasks() -> dict[tuple[str, str], str]:
 
 def build_all(folder: Path, jobs: int) -> dict[str, tuple[bool, str]]:
     from kevolve.judge.build import build
-    from kevolve.judge.rules import check
+    from kevolve.judge.static.rules import check
 
     def one(item) -> tuple[str, tuple[bool, str]]:
         rkb, direction, path = item

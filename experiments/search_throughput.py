@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from kevolve.report.tables import table
-from kevolve.search.store import Store, StoreError
+from kevolve.record.store import Store, StoreError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,7 @@ SIX = ["layernorm_fwd", "layernorm_bwd", "rmsnorm_fwd", "rmsnorm_bwd", "cross_en
 def plan(task, shapes: str, cuda: bool, capped: bool) -> list[tuple[str, float, int, int, float]]:
     """(shape, a call's inputs and outputs in GB, calls a round, rounds, GB verified) per timed shape."""
     from kevolve.judge.options import Options
-    from kevolve.judge.session import calls_for, plan_rounds, set_bytes
+    from kevolve.judge.worker.session import calls_for, plan_rounds, set_bytes
     o = Options()
     out, seen = [], set()
     for cfg in task.configs(shapes):

@@ -7,7 +7,7 @@ what it got and what it accepts — before Ray starts or anything is built.
 
 Tasks are data: the `task` group has one option per folder of tasks/ (`register_tasks`, run on import), so a new
 task folder needs no file under conf/task/; a task folder elsewhere is `task.name=<path>` (or `task=<path>`,
-which `kevolve.__main__` rewrites to it).
+which `kevolve.cli.search` rewrites to it).
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ class PopulationConfig:
                         crossover, repair, meta and red_team need an llm=...; red_team is off unless weighted:
                         its accepted children are reported as suspected judge bugs, never as kernels). A weight
                         left null (the default) is the pipeline's for the LLM chosen, resolved in the plan
-                        (kevolve/search/pipeline.py): with llm=none knob alone, with an LLM the paper's pipeline.
+                        (kevolve/search/llm_defaults.py): with llm=none knob alone, with an LLM the paper's pipeline.
     inspiration_rate:   the probability that a proposal carries inspirations from the archive (0–1).
     inspirations:       how many it carries then (≥ 1).
     """
@@ -114,9 +114,9 @@ class PopulationConfig:
 
     @property
     def weights(self) -> dict[str, float]:
-        """The weights once resolved (kevolve/search/pipeline.py); raises when one is still null."""
+        """The weights once resolved (kevolve/search/llm_defaults.py); raises when one is still null."""
         if any(w is None for w in self.operators.values()):
-            raise ValueError("operator weights not resolved: kevolve.search.pipeline.resolve fills the nulls")
+            raise ValueError("operator weights not resolved: kevolve.search.llm_defaults.resolve fills the nulls")
         return {op: float(w) for op, w in self.operators.items()}
 
 
@@ -126,7 +126,7 @@ class VerifiersConfig:
     passed the static rules and predict, without compiling it, whether it fails a check.
 
     checks:         which verifiers run: any of compile, memory, numerics ([] = none; each is one LLM call per
-                    candidate); null (the default): all three with an LLM, none without (kevolve/search/pipeline.py).
+                    candidate); null (the default): all three with an LLM, none without (kevolve/search/llm_defaults.py).
     mode:           shadow (record verdicts, build and judge everything) | filter (drop rejected candidates).
     aggregation:    any | majority | all: how the verdicts of the verifiers that may reject combine.
     audit_share:    filter mode: this fraction of rejected candidates is built and judged anyway (0–1), so false
@@ -157,7 +157,7 @@ class SearchConfig:
     population: PopulationConfig = field(default_factory=PopulationConfig)   # islands, archive, selection, operators
     mode: str = "evolve"                 # evolve (the search) | best_of_n (the same budget as independent samples
                                          # from the seeds: no parents from the archive, no inspirations, repair,
-                                         # crossover, strategies shown or bandit; kevolve/search/pipeline.py)
+                                         # crossover, strategies shown or bandit; kevolve/search/llm_defaults.py)
     dry_run: bool = False                # compose the first prompts, print their token counts and the expected
                                          # cost per candidate and per run at the configured prices, call nothing,
                                          # exit 0 (kevolve/search/dry_run.py)
@@ -198,7 +198,7 @@ class ResourcesConfig:
     address: Optional[str] = None        # None: start a local Ray; "auto" or "host:port": join a cluster
     target: Optional[str] = None         # cpu | cuda; None: cuda when the cluster has GPUs, else cpu
     evaluators: Optional[int] = None     # None: one per GPU on cuda, 1 on cpu; more than the GPUs: they share
-                                         # them (checks overlap, timed rounds take turns: judge/gpu_lock.py)
+                                         # them (checks overlap, timed rounds take turns: judge/evaluator/gpu_lock.py)
     builders: Optional[int] = None       # builds in flight at most; None: CPUs left after evaluators (at least 1)
     cpus_per_evaluator: float = 1.0
     worker_threads: Optional[int] = None # CPU target: threads torch and the kernel get, each worker pinned to that many claimed CPUs (None: all cores)
@@ -212,10 +212,10 @@ class ResourcesConfig:
     exchange: str = "auto"               # outputs worker -> evaluator on cuda: auto (CUDA IPC when a probe
                                          # passes) | files; KEVOLVE_EXCHANGE overrides it
     compiled_checks: str = "auto"        # the evaluators' float64 references and output comparisons compiled by
-                                         # torch.compile (judge/fused.py): auto (on cuda) | on | off
+                                         # torch.compile (judge/evaluator/fused.py): auto (on cuda) | on | off
     strict_cuda: bool = False            # cuda: the driver started after Landlock, no new threads after the seal, a
                                          # refused attempt a rejection; off until the gpu tests pass with it on an H200
-    cpu_flush: str = "lines"             # cpu: how a timed call is made cold (judge/timing.py CpuClock): lines (its
+    cpu_flush: str = "lines"             # cpu: how a timed call is made cold (judge/worker/timing.py CpuClock): lines (its
                                          # own buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten)
 
 

@@ -1,7 +1,7 @@
-"""`python -m kevolve.evaluate task=NAME kernel=PATH ...` — judges one kernel; see `kevolve.judge.cli`."""
+"""`python -m kevolve.evaluate task=NAME kernel=PATH ...` — judges one kernel; see `kevolve.cli.evaluate`."""
 import sys
 
-from kevolve.judge.cli import main
+from kevolve.cli.evaluate import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,9 +4,9 @@ A candidate's life, and the message each step hands on:
 
     Population.propose(rng)  -> Proposal   (island, parent, inspirations, operator)
     an operator              -> Mutation   (a child source, or why there is none)
-    judge.rules.check        -> Verdict    (kevolve.judge.rules)
+    judge.static.rules.check        -> Verdict    (kevolve.judge.static.rules)
     judge.build.build        -> Build      (kevolve.judge.build)
-    judge.harness.judge      -> Evaluation (kevolve.judge.results)
+    judge.evaluator.harness.judge      -> Evaluation (kevolve.judge.results)
     the driver records each in the store under the candidate's `Status`, and hands the population an `Outcome`.
 
 `Status` is the one vocabulary of candidate states, used by the driver, the store and the summaries.

@@ -78,7 +78,7 @@ def test_a_task_option_composes_with_shapes_and_multirun_style_overrides():
 
 
 def test_task_may_be_a_folder_path_at_the_entry_point():
-    from kevolve.__main__ import task_paths
+    from kevolve.cli.search import task_paths
     folder = str(ROOT / "tests" / "search_task")
     assert task_paths([f"task={folder}", "search.seed=1"]) == [f"task.name={folder}", "search.seed=1"]
     assert task_paths(["task=layernorm_fwd", "task=a,b", "task=/no/such/folder"]) == \

@@ -40,7 +40,7 @@ from kevolve import ROOT
 from kevolve.judge.sandbox import clean_env
 
 SUFFIX = {"cuda": ".cu", "cpu": ".cpp"}
-# `-cudart shared`: every CUDA runtime call the kernel makes is an undefined symbol `judge.symbols` checks
+# `-cudart shared`: every CUDA runtime call the kernel makes is an undefined symbol `judge.static.symbols` checks
 # (the static runtime would hide them among ~170 libc/pthread/dl imports of its own); the rpath finds the
 # toolkit's runtime when the worker's torch has not already loaded one with the same soname.
 NVCC_FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-cudart", "shared"]

@@ -132,7 +132,7 @@ def read(handle, dtype, shape: tuple, device: str, folder=None):
     if isinstance(handle, dict):
         return open_ipc(handle, dtype, shape)
     if _own(handle, folder) is None:
-        from kevolve.judge.process import WorkerDied
+        from kevolve.judge.evaluator.process import WorkerDied
         raise WorkerDied("protocol", f"the worker named an exchange file outside its folder "
                                      f"({os.path.basename(str(handle))[:80]!r} in {os.path.dirname(str(handle))[:120]!r})")
     n = math.prod(shape)
@@ -155,7 +155,7 @@ def _from_pack(handle: dict, dtype, shape: tuple, device: str, folder):
     may be read twice: two outputs named at the same bytes (a worker rewritten to answer one call with another's
     outputs) are a `protocol` failure, as a file named twice is (the first read unlinks it)."""
     import torch
-    from kevolve.judge.process import WorkerDied
+    from kevolve.judge.evaluator.process import WorkerDied
     path = _own(handle.get("pack", ""), folder)
     offset = handle.get("offset")
     if path is None or not isinstance(offset, int):
@@ -194,7 +194,7 @@ def _read_file(path: str, nbytes: int | None) -> bytearray:
     file of that size, its last component not a symlink (O_NOFOLLOW), never a FIFO or device that could block or
     answer (O_NONBLOCK, then S_ISREG)."""
     import stat
-    from kevolve.judge.process import WorkerDied
+    from kevolve.judge.evaluator.process import WorkerDied
     name = os.path.basename(str(path))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))

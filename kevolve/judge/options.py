@@ -1,6 +1,6 @@
 """How to judge: the options every judgement takes (target, ABI, shape set, limits, timing effort).
 
-Resolved once (by `kevolve.search.plan` for a search, by `kevolve.judge.cli` for one kernel) and passed down
+Resolved once (by `kevolve.search.plan` for a search, by `kevolve.cli.evaluate` for one kernel) and passed down
 unchanged; nothing below re-derives a default.
 """
 from __future__ import annotations
@@ -27,17 +27,17 @@ class Options:
     threads: int | None = None     # CPU target: threads for torch and the kernel, on as many claimed CPUs (judge/cpus.py; None: all)
     exchange: str = "auto"         # how outputs reach the evaluator on cuda: auto (CUDA IPC when it works) | files
     cache_dir: str | None = None   # resources.cache_dir: where the node keeps builds and torch.compile's caches
-    compiled_checks: str = "auto"  # the evaluator's reference and comparison compiled (judge/fused.py): auto (on
+    compiled_checks: str = "auto"  # the evaluator's reference and comparison compiled (judge/evaluator/fused.py): auto (on
                                    # CUDA, where an evaluator keeps them across judgements) | on | off
     strict_cuda: bool = False      # cuda: the confinement of issue 37 in full — the driver started after Landlock, new
                                    # threads refused after the seal, a refused attempt a rejection (not a note in the
                                    # log) — off until the gpu tests pass with it on an H200 (the CPU target has it all)
-    cpu_flush: str = "lines"       # how a timed CPU call is made cold (judge/timing.py CpuClock): lines (its own
+    cpu_flush: str = "lines"       # how a timed CPU call is made cold (judge/worker/timing.py CpuClock): lines (its own
                                    # buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten, the old way)
 
 
 COMPILED_CHECKS = ("auto", "on", "off")
-CPU_FLUSH = ("lines", "llc")       # judge/timing.py CpuClock
+CPU_FLUSH = ("lines", "llc")       # judge/worker/timing.py CpuClock
 
 
 def default_shapes(target: str) -> str:

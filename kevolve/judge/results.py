@@ -2,7 +2,7 @@
 
 `Measurement` is one configuration's numbers; `Evaluation` is the verdict on one kernel over a shape set;
 `Comparison` is two kernels timed paired (`harness.compare`). Times are per call on the clock named in
-`Measurement.clock` (see `judge.timing`: device time on CUDA, wall time on the CPU). Fitness is the
+`Measurement.clock` (see `judge.worker.timing`: device time on CUDA, wall time on the CPU). Fitness is the
 geometric mean over timed configurations of (best torch time / kernel time).
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Measurement:
     compile: Stats | None = None
     floor_ms: float | None = None   # floor bytes / measured copy bandwidth
     autotune: Stats | None = None   # torch.compile mode=max-autotune-no-cudagraphs (baseline compile-max-autotune)
-    clock: dict = field(default_factory=dict)    # contender -> graph | queued | wall (see judge.timing)
+    clock: dict = field(default_factory=dict)    # contender -> graph | queued | wall (see judge.worker.timing)
     latency: dict = field(default_factory=dict)  # contender -> Stats of one synced call, launch included (CUDA)
     launch_bound: bool = False      # the kernel's or best torch's device time is within its launch cost
     checked_calls: int = 0          # timed and warm-up kernel calls whose outputs were checked
@@ -94,7 +94,7 @@ class Evaluation:
     phases: dict = field(default_factory=dict, compare=False)  # seconds per judging phase (see harness.judge)
     baselines_reused: bool = False  # baseline times from this evaluator's recent judgements, not timed afresh
     log: str = field(default="", compare=False)
-    speedup_ci: tuple | None = None  # 95% bootstrap interval of `speedup` over the timed samples (judge.noise)
+    speedup_ci: tuple | None = None  # 95% bootstrap interval of `speedup` over the timed samples (judge.evaluator.noise)
     work: dict = field(default_factory=dict, compare=False)  # the worker's counts: timed_calls, flushed_bytes
 
     def _geo(self, fn) -> float | None:

@@ -4,9 +4,9 @@
 any name that looks like a credential (KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH) is dropped even if
 allowed. Compilers and worker processes are started with it, so an API key set for the LLM clients never
 reaches a compiler, a candidate, its logs or the store.
-Not guaranteed: isolation — that is `judge.confine` (Landlock, seccomp, capabilities, rlimits, applied by
-the worker itself before the kernel loads) behind the static rules (`judge.rules`) and the symbol check
-(`judge.symbols`).
+Not guaranteed: isolation — that is `judge.worker.confine` (Landlock, seccomp, capabilities, rlimits, applied by
+the worker itself before the kernel loads) behind the static rules (`judge.static.rules`) and the symbol check
+(`judge.static.symbols`).
 """
 from __future__ import annotations
 

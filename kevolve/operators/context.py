@@ -2,7 +2,7 @@
 
 `Context` names the task, the target (`cuda` on a named GPU and arch, or `cpu`), the shape set the run is judged
 on, and the ABI. The functions below turn it into the prompt's facts: the exact C signature (`c_prototype`), the
-shown configurations, the rules the harness enforces (read from `kevolve.judge.rules`, so the prompt lists what
+shown configurations, the rules the harness enforces (read from `kevolve.judge.static.rules`, so the prompt lists what
 the judge really forbids), and a parent's per-configuration numbers (from `kevolve.judge.results.Evaluation`).
 
 Guarantees: no function here ever writes a held-out configuration (`Case.heldout`) into its text — the shown
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kevolve.judge import rules
+from kevolve.judge.static import rules
 from kevolve.judge.results import Evaluation, Measurement
 from kevolve.task.abi import c_prototype
 from kevolve.task.spec import Case, Task, show_scalar
@@ -146,7 +146,7 @@ def numbers(ctx: Context, evaluation: Evaluation | None) -> str:
                                    if len(shown) < len(evaluation.measurements) else "")
 
 
-SALTED = re.compile(r",? ?inputs \d+ of salt \d+")     # a correctness call's input variant (`judge.checks`)
+SALTED = re.compile(r",? ?inputs \d+ of salt \d+")     # a correctness call's input variant (`judge.evaluator.checks`)
 
 
 def redact(ctx: Context, text: str) -> str:

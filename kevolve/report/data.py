@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kevolve.judge.results import Evaluation
-from kevolve.search.store import DB_NAME, Record, Store
+from kevolve.record.store import DB_NAME, Record, Store
 
 STATUS_ORDER = ("correct", "incorrect", "build_failed", "rejected", "failed")
 

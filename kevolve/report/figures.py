@@ -25,7 +25,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from kevolve.judge.results import Evaluation  # noqa: E402
 from kevolve.report import data  # noqa: E402
-from kevolve.tracking.rows import label  # noqa: E402
+from kevolve.record.rows import label  # noqa: E402
 
 COLORS = {"correct": "#2a9d8f", "incorrect": "#e9c46a", "build_failed": "#f4a261", "rejected": "#e76f51",
           "failed": "#8d99ae", "eager": "#8d99ae", "compile": "#457b9d", "kernel": "#2a9d8f", "floor": "#264653"}

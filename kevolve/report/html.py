@@ -8,7 +8,7 @@ runs add a comparison table and the best-so-far curves of all runs in one plot, 
 
 Guaranteed: the file needs no network and no other file to open (figures are base64 PNG data URIs, the style is
 inline, there is no script); every text from the store is HTML-escaped and scrubbed of secrets
-(`tracking.scrub`); reading is read-only (a running search is not disturbed). Not guaranteed: that a run still
+(`record.scrub`); reading is read-only (a running search is not disturbed). Not guaranteed: that a run still
 being written is reported to its last candidate (it is as of the moment it was read).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Callable
 from kevolve.progress import bar
 from kevolve.report import data, figures
 from kevolve.report.tables import config_rows
-from kevolve.tracking.scrub import scrub, scrub_text
+from kevolve.record.scrub import scrub, scrub_text
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222;

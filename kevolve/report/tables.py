@@ -103,7 +103,7 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
     lines = []
     best = summary.best
     if best:
-        from kevolve.search.store import Store
+        from kevolve.record.store import Store
         with Store.open(store_dir, readonly=True) as store:
             confirmed = [p for _, _, p in store.events("confirm")      # the judgement with baselines interleaved
                          if p.get("id") == best.id and p.get("correct")] if best.confirmed else []

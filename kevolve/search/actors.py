@@ -6,7 +6,7 @@
                   as a threaded actor (`max_concurrency`: the most LLM proposals the driver keeps in flight,
                   `plan.llm_calls_max`, and `plan.in_flight` more), so that many LLM calls wait on the network
                   at once while knob mutation still answers at once.
-- `Verifier`    — the static rules (`kevolve.judge.rules`) → a `Verdict`, then, for a candidate that passed them
+- `Verifier`    — the static rules (`kevolve.judge.static.rules`) → a `Verdict`, then, for a candidate that passed them
                   and only when `search.verifiers.checks` names some, the LLM verifiers (in parallel) →
                   `LLMVerdict`s. Threaded like the Mutator.
 - `build_task`  — a Ray task on any CPU with two results, the `Build` and the library's bytes: the driver
@@ -14,8 +14,8 @@
                   builder to evaluator through the object store (builders and evaluators may sit on
                   different nodes) and never through the driver.
 - `Evaluator`   — owns one GPU (`num_gpus=1`) on cuda, or a CPU slot on cpu; installs the bytes in its node's
-                  build cache and calls `judge.harness.judge`, which runs the kernel in a fresh worker
-                  process; it keeps a `judge.reuse.Reuse` (a spare worker, the first started with the actor so
+                  build cache and calls `judge.evaluator.harness.judge`, which runs the kernel in a fresh worker
+                  process; it keeps a `judge.evaluator.reuse.Reuse` (a spare worker, the first started with the actor so
                   that its imports overlap the seeds' builds; cached references; recent baselines);
                   it also profiles a parent with Nsight Compute when asked (`search.profile`).
 Every actor is restarted by Ray when its process dies (`max_restarts=-1`) and a build is retried when its
@@ -38,12 +38,12 @@ from pathlib import Path
 import ray
 
 from kevolve.judge import build as builder
-from kevolve.judge import rules
-from kevolve.judge.harness import compare, judge
+from kevolve.judge.static import rules
+from kevolve.judge.evaluator.harness import compare, judge
 from kevolve.judge.options import Options
 from kevolve.judge.build import Build
 from kevolve.judge.results import Comparison, Evaluation
-from kevolve.judge.reuse import Reuse
+from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.llm import LLMConfig, LLMConfigError, make_provider
 from kevolve.llm.cache import Cache
 from kevolve.messages import Mutation, Proposal
@@ -188,7 +188,7 @@ class Evaluator:
 
     def compare(self, a: Build, lib_a: bytes, b: Build, lib_b: bytes) -> Comparison:
         """Kernels a and b (Builds and bytes, resolved by Ray from the driver's refs) timed paired and
-        interleaved in one fresh worker, every call of both checked (`judge.harness.compare`)."""
+        interleaved in one fresh worker, every call of both checked (`judge.evaluator.harness.compare`)."""
         path_a, path_b = builder.install(a.key, lib_a, self.cache_dir), builder.install(b.key, lib_b, self.cache_dir)
         return compare(self.task, str(path_a), str(path_b), self.options, a.module_name, b.module_name,
                        reuse=self.reuse)
@@ -208,7 +208,7 @@ def reference_budget(gpu_bytes: int | None, share: float = 1.0) -> int:
     """Bytes of float64 references an evaluator keeps by default: a quarter of its GPU's memory, times its share of
     the GPU (half when two evaluators share one) — 35 GiB on an H200, 20 on an 80 GB H100, 6 on a 24 GB card.
     What does not fit is computed again for every candidate; an evaluator that runs out of memory lets them all go
-    (judge.harness) and fills again."""
+    (judge.evaluator.harness) and fills again."""
     if not gpu_bytes:
         return REFERENCE_FALLBACK
     return int(gpu_bytes * REFERENCE_SHARE * max(0.0, min(1.0, share)))

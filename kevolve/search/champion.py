@@ -2,7 +2,7 @@
 
 Every judgement times a candidate against torch, so fitnesses of two candidates measured minutes apart differ by
 noise as much as by merit. A candidate whose fitness beats the champion's becomes a challenger; the driver has
-the two timed paired and interleaved in one worker (`judge.harness.compare`, every call of both checked) and
+the two timed paired and interleaved in one worker (`judge.evaluator.harness.compare`, every call of both checked) and
 `settle`s: the challenger takes over only when the 95% interval of its time over the champion's lies below 1.
 An interval that holds 1 is a tie, recorded (the summary names the kernels indistinguishable from the best), and
 it raises the *bar* a later challenger must beat to the tied challenger's fitness: the champion was shown as fast

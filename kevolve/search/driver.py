@@ -54,7 +54,7 @@ from kevolve.search.recorded import Recorded
 from kevolve.search.spend import Spend, prior_per_call
 from kevolve.search.jobs import Job, Step
 from kevolve.search.start import check_llm, open_store, start_ray
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from kevolve.search.summary import Summarising
 from kevolve.search.verification import Screened, Verification
 from kevolve.task.spec import Task, TaskError, load_task

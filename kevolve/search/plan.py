@@ -4,7 +4,7 @@
 cluster (`ray.cluster_resources()`: CPU and GPU counts) into a frozen `Plan`: target, shape set, how many
 evaluators and builders, how many candidates and LLM calls in flight (the LLM calls' start and bounds: the driver
 adapts within them, kevolve/search/pacing.py), the judging options, cache sizes, budgets,
-the LLM, its operators' weights and verifiers (nulls filled by kevolve/search/pipeline.py: the paper's pipeline
+the LLM, its operators' weights and verifiers (nulls filled by kevolve/search/llm_defaults.py: the paper's pipeline
 with an LLM, knob mutation alone without), the mode (evolve or best_of_n), and the seed kernels the search starts from (`search.seeds`:
 the files task.yaml lists, the task's best/ kernel, or both; `best` without one is refused here). The device
 the prompts name (GPU and arch, or the CPU) comes from the evaluators once they run (`with_device`). Nothing
@@ -23,7 +23,8 @@ from typing import Any, Mapping
 from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, VerifiersConfig
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
-from kevolve.search import pacing, pipeline
+from kevolve.search import pacing
+from kevolve.search import llm_defaults as pipeline
 from kevolve.task.spec import BEST_FILES, Task, TaskError
 
 ABI = "c"            # a search writes kernels in the C ABI (the torch ABI is for importing kernels)

@@ -9,7 +9,7 @@ Guarantees:
 - `Population.restore(config, records)` is exactly `add` of each record in order: a resumed run starts from
   the state the interrupted one had reached (selection counts of parents whose children never arrived are
   the one thing lost).
-- Duplicates (`kevolve.search.dedupe`): two sources that differ only in comments or whitespace between
+- Duplicates (`kevolve.record.dedupe`): two sources that differ only in comments or whitespace between
   tokens are one; `seen`/`reserve` cover sources already scored and sources in flight.
 - `propose(rng, policy)` is the population's one decision per child: island, operator (and model, from the
   choice policy over operator × model, or the configured weights), parent, inspirations. An operator is only
@@ -38,7 +38,7 @@ from typing import Any, Iterable
 
 from kevolve.config import PopulationConfig
 from kevolve.messages import Candidate, Outcome, Proposal
-from kevolve.search.dedupe import source_hash
+from kevolve.record.dedupe import source_hash
 
 RED_TEAM = "red_team"
 NO_PARENT = ("translate",)                 # operators that write a kernel from scratch

@@ -30,7 +30,7 @@ from kevolve import ROOT
 from kevolve.judge.build import cuda_home
 from kevolve.judge.options import Options
 from kevolve.judge.sandbox import clean_env
-from kevolve.judge.worker import NVTX_ENV, NVTX_RANGE
+from kevolve.judge.worker.serve import NVTX_ENV, NVTX_RANGE
 from kevolve.task.spec import Case, Task
 
 METRICS = {          # ncu metric -> the column the prompt shows

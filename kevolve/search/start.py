@@ -18,7 +18,7 @@ from kevolve.config import Config, ConfigError, ResourcesConfig
 from kevolve.llm import LLMConfig, LLMConfigError, make_provider
 from kevolve.llm.cache import Cache
 from kevolve.llm.config import CACHE_FILE
-from kevolve.search.store import Store, redact_arg
+from kevolve.record.store import Store, redact_arg
 from kevolve.task.spec import Task
 
 

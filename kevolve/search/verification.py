@@ -30,14 +30,14 @@ from kevolve.operators.verifiers import LLMVerdict
 class Screened:
     """What the Verifier actor hands back: the static rules' verdict and, when it passed, one LLM verdict per
     configured verifier."""
-    verdict: Any                          # kevolve.judge.rules.Verdict
+    verdict: Any                          # kevolve.judge.static.rules.Verdict
     llm: tuple[LLMVerdict, ...] = ()
 
 
 class Verification:
     def __init__(self, config: VerifiersConfig, seed: int):
         if config.checks is None:
-            raise ValueError("verifier checks not resolved: kevolve.search.pipeline.resolve fills a null list")
+            raise ValueError("verifier checks not resolved: kevolve.search.llm_defaults.resolve fills a null list")
         self.checks = tuple(config.checks)
         self.screen = Screen(config.mode, config.aggregation, config.audit_share, config.precision_bar,
                              config.min_samples)
@@ -74,7 +74,7 @@ class Verification:
                                audited=bool(screening.get("decision", {}).get("audited")))
 
     def restore(self, records: Iterable[Any]) -> None:
-        """Counts from stored records (kevolve.search.store.Record) in the order they finished."""
+        """Counts from stored records (kevolve.record.store.Record) in the order they finished."""
         for r in records:
             s = r.screening
             if not s:

@@ -9,7 +9,7 @@ problem's own `get_inputs()` and parameters), `prompt.md`
 (what an LLM is told) and `seeds/` (one plain, correct kernel per target and ABI). An optional `best/` holds
 the fastest kernel found so far per target, named by it (`cuda.cu`, `cpu.cpp`; C ABI only), each beside a
 markdown file of the same stem (`cuda.md`) with its numbers and the command that produced it: what
-`python -m kevolve.tasks best RUN_DIR` writes (`kevolve.task.best`) and `search.seeds` starts from.
+`python -m kevolve.tasks best RUN_DIR` writes (`kevolve.report.best`) and `search.seeds` starts from.
 
 An optional `torch_abi` block in task.yaml says how the torch ABI calls a kernel, as robust-kbench's harness
 calls its extensions (`kevolve/task/torch_call.py` documents the format): the arguments in order — inputs,

@@ -2,7 +2,7 @@
 
 `Tracker` is what the driver calls: `start(store, plan)` once the run's store is open (a tracker reads the run's
 meta there and keeps its own run id in it, so a resumed run continues the same tracked run), `candidate(row)`
-after every verdict with `row(record)` of the stored record (`kevolve.tracking.rows`), `progress(stats)` now
+after every verdict with `row(record)` of the stored record (`kevolve.record.rows`), `progress(stats)` now
 and then with the population's numbers, `finish(summary)` with the run's summary while the store is still open.
 
 `make_tracker(logger)` gives the tracker for `logger.kind` (a `LoggerConfig`, or just the kind): `none` gives
@@ -20,12 +20,12 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kevolve.tracking.rows import row  # noqa: F401  (the driver builds candidate rows with it)
+from kevolve.record.rows import row  # noqa: F401  (the driver builds candidate rows with it)
 
 if TYPE_CHECKING:
     from kevolve.config import LoggerConfig
     from kevolve.search.plan import Plan
-    from kevolve.search.store import Store
+    from kevolve.record.store import Store
 
 log = logging.getLogger("kevolve.tracking")
 

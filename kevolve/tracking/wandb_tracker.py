@@ -10,7 +10,7 @@ What goes there, x-axis `candidates` (verdicts so far):
   child's operator: W&B panels rebuild the family tree from it), the `verifiers` table (confusion per LLM
   verifier, when the run has verdicts), the best kernel as an artifact of type `kernel` (its source and
   `numbers.json`: the summary of its final judgement and its per-configuration numbers), and the summary;
-- as the run's config: the resolved configuration from the store, secrets scrubbed (`tracking.scrub`).
+- as the run's config: the resolved configuration from the store, secrets scrubbed (`record.scrub`).
 
 Settings are resolved once in `settings()`: a `LoggerConfig` field wins, then W&B's own variables (WANDB_MODE,
 WANDB_PROJECT, WANDB_ENTITY, WANDB_DIR), then: offline, project "kevolve", the run directory. WANDB_API_KEY is
@@ -39,12 +39,12 @@ import wandb
 from kevolve.config import LoggerConfig
 from kevolve.progress import bar
 from kevolve.report import data
-from kevolve.tracking.rows import evaluation_of, per_config, row
-from kevolve.tracking.scrub import scrub
+from kevolve.record.rows import evaluation_of, per_config, row
+from kevolve.record.scrub import scrub
 
 if TYPE_CHECKING:
     from kevolve.search.plan import Plan
-    from kevolve.search.store import Store
+    from kevolve.record.store import Store
 
 PROJECT = "kevolve"
 

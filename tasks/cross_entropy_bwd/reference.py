@@ -10,7 +10,7 @@ import torch
 
 def reference(grad_out, logits, target, *, B, C):
     # scatter, not F.one_hot(target, C): the same zeros and ones, without a class count the evaluator's compiled
-    # reference (kevolve/judge/fused.py) would have to specialise on, one graph per C
+    # reference (kevolve/judge/evaluator/fused.py) would have to specialise on, one graph per C
     onehot = torch.zeros_like(logits).scatter_(1, target.unsqueeze(1), 1.0)
     return (torch.softmax(logits, dim=1) - onehot) * (grad_out / B)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kevolve.judge.options import Options
-from kevolve.judge.reuse import Reuse
+from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.task import load_task
 
 TINY = Path(__file__).resolve().parent.parent / "kernels" / "tasks" / "layernorm_tiny"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def main() -> None:
-    from kevolve.judge import confine, worker
+    from kevolve.judge.worker import confine, serve as worker
 
     def denied(*args, **kwargs):
         raise OSError(errno.EINVAL, "seccomp denied (taken away by the test)")
@@ -26,7 +26,7 @@ def main() -> None:
 
 
 def _worker_class():
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator.process import WorkerProcess
 
     class NoSeccompWorker(WorkerProcess):
         def command(self) -> list[str]:

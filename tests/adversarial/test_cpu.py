@@ -6,7 +6,7 @@ Layers are tested on their own: `STATIC` through `rules.check` (the preprocessed
 built directly and handed to `judge` (no rules: the symbol check must stop them before any worker loads
 them), `RUNTIME` judged whole (guards, poison, page edges, digests, lifecycle), and `confine_probe.cpp`
 past both the rules and the symbol check (libc reached from `stdout`): only the worker's confinement stands
-between it and the machine, and what the confinement refuses it is evidence that rejects it (`judge.evidence`).
+between it and the machine, and what the confinement refuses it is evidence that rejects it (`judge.evaluator.evidence`).
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from kevolve.judge import build as builder
-from kevolve.judge import rules, symbols
-from kevolve.judge.harness import evaluate, judge
+from kevolve.judge.static import rules, symbols
+from kevolve.judge.evaluator.harness import evaluate, judge
 from kevolve.judge.options import Options
 from kevolve.task import load_task
 
@@ -242,7 +242,7 @@ def test_confinement_stops_what_the_other_layers_miss(tiny, reuse):
     ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
     got = dict(re.findall(r"PROBE (\w+)=(-?\d+)", ev.log))
     got.update(re.findall(r"(workers_\w+)=(\d+)", ev.log))
-    # it computes right, and is rejected for what it tried (judge.evidence): each refusal named, none of them a
+    # it computes right, and is rejected for what it tried (judge.evaluator.evidence): each refusal named, none of them a
     # wrong answer
     assert not ev.correct and ev.stage == "confinement" and "; and:" not in ev.failure, (ev.stage, ev.failure)
     for tried in ("openat /tmp/kevolve-adversarial-probe for writing", "socket(AF_INET)", "kill(pid",
@@ -252,7 +252,7 @@ def test_confinement_stops_what_the_other_layers_miss(tiny, reuse):
     assert not probe_file.exists() and int(got["file"]) < 0, got
     assert int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0 and int(got["kill_evaluator"]) < 0, got
     assert int(got["workers_reached"]) == 0, got
-    from kevolve.judge import confine
+    from kevolve.judge.worker import confine
     if pidns_holds():                                     # in its own PID namespace it does not even see the spare
         assert int(got["workers_seen"]) == 0, got
     elif confine.landlock_abi() >= 1:                     # it found the spare (the pass is not vacuous) ...
@@ -282,7 +282,7 @@ def test_a_kernel_held_to_its_threads_cannot_take_more_cpus(tiny, monkeypatch):
     assert got["team"] == 8 and got["cpus_in_team"] == 1 and got["cpus_after"] == 1, got
     # what refuses it is the seal: with the seal taken away (as without seccomp) the kernel widens its affinity
     from unsealed_worker import UnsealedWorker
-    from kevolve.judge import harness
+    from kevolve.judge.evaluator import harness
     monkeypatch.setattr(harness, "WorkerProcess", UnsealedWorker)
     ev = judge(tiny, built.lib_path, held)
     got = {k: int(v) for k, v in re.findall(r"PROBE (\w+)=(-?\d+)", ev.log)}
@@ -316,7 +316,7 @@ def test_without_the_seal_a_kernels_child_dies_with_the_judgement(tiny, monkeypa
     """Where the seal is missing (no seccomp: `unsealed_worker.py` takes it away), a process the kernel starts
     still cannot outlive the judgement: it cannot leave the process group, which the evaluator kills."""
     from unsealed_worker import UnsealedWorker
-    from kevolve.judge import harness
+    from kevolve.judge.evaluator import harness
     monkeypatch.setattr(harness, "WorkerProcess", UnsealedWorker)
     source = (HERE / "cpu" / "confine_probe.cpp").read_text()
     built = builder.build(source.replace('#include "_libc.h"', (HERE / "cpu" / "_libc.h").read_text()), "cpu")
@@ -338,11 +338,11 @@ def test_without_the_seal_a_kernels_child_dies_with_the_judgement(tiny, monkeypa
 
 
 def pidns_holds() -> bool:
-    """Whether workers start in a PID namespace with their own /proc on this machine (`judge.pidns`)."""
+    """Whether workers start in a PID namespace with their own /proc on this machine (`judge.worker.pidns`)."""
     import subprocess
     import sys
-    from kevolve.judge import pidns
-    from kevolve.judge.process import PIDNS
+    from kevolve.judge.worker import pidns
+    from kevolve.judge.evaluator.process import PIDNS
     from kevolve.judge.sandbox import clean_env
     said = subprocess.run([sys.executable, "-s", PIDNS, sys.executable, "-c",
                            f"import os; print(os.environ[{pidns.ENV!r}], os.getpid(), len(os.listdir('/proc/1/task')))"],
@@ -376,7 +376,7 @@ def _state(pid: int) -> str:
 
 
 def test_confinement_is_reported(tiny):
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator.process import WorkerProcess
     built = builder.build(kernel(), "cpu")
     w = WorkerProcess(FAST)
     try:
@@ -388,14 +388,14 @@ def test_confinement_is_reported(tiny):
     assert conf["no_new_privs"] and "rlimits" in conf
     assert conf["landlock"] or "landlock" in conf["missing"]
     assert conf["seccomp"] or "seccomp" in conf["missing"]
-    from kevolve.judge import pidns
+    from kevolve.judge.worker import pidns
     assert conf["pid_namespace"] == pidns.HOLDS or "pid_namespace" in conf["missing"], conf
     assert (conf["pid_namespace"] == pidns.HOLDS) == pidns_holds(), conf
 
 
 def test_death_at_teardown_is_reported():
     import signal
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator.process import WorkerProcess
     w = WorkerProcess(FAST)
     w.call("set_exchange", 60, ipc=False)
     os.kill(w.pid, signal.SIGSEGV)
@@ -412,7 +412,7 @@ def test_without_seccomp_a_kernels_child_dies_with_the_judgement(tiny, monkeypat
     session, one in the evaluator's — are left alone."""
     import subprocess
     from noseccomp_worker import NoSeccompWorker
-    from kevolve.judge import harness
+    from kevolve.judge.evaluator import harness
     monkeypatch.setattr(harness, "WorkerProcess", NoSeccompWorker)
     if namespace == "off":                                # as where the OS denies the namespace: the mark sweeps
         monkeypatch.setenv("KEVOLVE_PIDNS", "off")
@@ -445,7 +445,7 @@ def test_a_kernel_that_maps_past_its_address_space_is_stopped(tiny, reuse):
     on a small one): a kernel that maps 1 GiB after 1 GiB, 8 GiB past that bound (touching a page of each, so
     little memory is used whatever happens), and writes through the null pointer malloc gives it at the bound
     crashes, instead of being judged correct."""
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator.process import WorkerProcess
     bound = WorkerProcess.limits(FAST)["address_space"]
     chunks = bound // (1 << 30) + 8
     source = kernel(prelude="static char* volatile kept[4096];", before=f"""
@@ -468,8 +468,8 @@ def test_a_kernel_past_its_cpu_seconds_is_killed(tiny, monkeypatch):
     `WorkerProcess.limits` derives them from the timeout), a kernel that spins is killed by SIGXCPU well before
     its call's 60 s timeout."""
     import dataclasses
-    from kevolve.judge import harness
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator import harness
+    from kevolve.judge.evaluator.process import WorkerProcess
 
     class Short(WorkerProcess):
         @staticmethod
@@ -486,7 +486,7 @@ def test_a_worker_cannot_read_another_judgements_exchange(tiny, reuse):
     """Landlock grants a worker its own output-exchange folder and a list of device nodes, not /dev: what
     another judgement left in /dev/shm (`exchange.files_root`) is neither readable nor listable, while its
     own exchange (the judgement's outputs travel through it), /dev/null and /dev/urandom still work."""
-    from kevolve.judge import confine
+    from kevolve.judge.worker import confine
     if confine.landlock_abi() < 1 or not Path("/dev/shm").is_dir():
         pytest.skip("no Landlock (or no /dev/shm) on this machine")
     other = Path("/dev/shm/kevolve-adversarial-other")

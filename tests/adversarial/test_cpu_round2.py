@@ -32,9 +32,10 @@ import stat
 import pytest
 
 from kevolve.judge import build as builder
-from kevolve.judge import exchange, rules
-from kevolve.judge.harness import judge
-from kevolve.judge.process import WorkerDied
+from kevolve.judge import exchange
+from kevolve.judge.static import rules
+from kevolve.judge.evaluator.harness import judge
+from kevolve.judge.evaluator.process import WorkerDied
 
 # the first round's harness: its task, options, honest kernel, fixtures (one Reuse per module), honest_next
 from test_cpu import BODY, FAST, HERE, SIG, TINY, honest_next, kernel  # noqa: E402,F401  (fixtures: conftest.py)
@@ -137,7 +138,7 @@ def test_a_symlink_planted_in_the_exchange_reaches_nothing_outside(tiny, reuse, 
     naming the file, and nothing is created outside the worker's confinement. (The file names carry the calls'
     input variants, which a random salt now hides from the kernel: the salt is fixed at 0 here, as
     `KEVOLVE_INPUT_SALT` does, so that the attack lands and the defence is what is tested.)"""
-    from kevolve.judge.reuse import SALT_ENV
+    from kevolve.judge.evaluator.reuse import SALT_ENV
     monkeypatch.chdir(tmp_path)                         # the evaluator's cwd: where the escape would land
     monkeypatch.setattr(reuse.references, "salt", 0)    # the file names it plants: the inputs' variants 1 and 2
     monkeypatch.setenv(SALT_ENV, "0")
@@ -258,7 +259,7 @@ def test_a_kernel_that_knows_the_correctness_inputs_fails_the_timed_calls(tiny, 
     """With the salt fixed (`KEVOLVE_INPUT_SALT`, to reproduce a verdict) a kernel that knows it can pass the
     correctness calls; the timed calls' fresh inputs, drawn after it loaded, still reject it at the first warm-up
     call."""
-    from kevolve.judge import reuse
+    from kevolve.judge.evaluator import reuse
     monkeypatch.setenv(reuse.SALT_ENV, "12345")
     salt = reuse.input_salt()
     built = builder.build(memorising(tiny, (salt, salt + 1, salt + 2)), "cpu")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kevolve.judge import build as builder
-from kevolve.judge import rules, symbols
+from kevolve.judge.static import rules, symbols
 
 HERE = Path(__file__).resolve().parent
 TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
@@ -84,7 +84,7 @@ CASES = [
      "persisting-l2", r"`cudaGraphKernelNodeSetAttribute` \(persisting-l2"),
     # a persisting window as a launch attribute with numeric constants (audit): cudaLaunchKernelExC is allowed (clusters
     # need it), so no symbol shows it — the static layer rejects the window's fields, and the worker's reset of the
-    # persisting-L2 set-aside before each timed round (judge.l2) takes the window's effect away whatever its spelling
+    # persisting-L2 set-aside before each timed round (judge.worker.l2) takes the window's effect away whatever its spelling
     ("launch-attribute-window", hostile(launch="    cudaLaunchConfig_t cfg = {}; cfg.gridDim = dim3((unsigned)B); "
                                                "cfg.blockDim = dim3(THREADS); cfg.stream = stream;\n"
                                                "    cudaLaunchAttribute at[1] = {}; at[0].id = (cudaLaunchAttributeID)1;\n"
@@ -259,7 +259,7 @@ RUNTIME = [
      r"NaN"),
     ("ignores-its-eps", hostile(launch=LAUNCH.replace("N, eps)", "N, 1e-5f)")),
      r"^B=5,N=64,eps=0\.01/random/s0: output out: \d+ of 320 elements outside tolerance"),
-    # judge round 3: on the third call every input and output ends against unmapped device memory (judge.vmm), so
+    # judge round 3: on the third call every input and output ends against unmapped device memory (judge.worker.vmm), so
     # a read past an input's end (a vector tail) or a write past an output's end that is put back before the call
     # returns (which the guards, compared after the call, cannot see) is an illegal address
     ("reads-past-input-end", hostile("__global__ void peek(const float* p, float* o) { "
@@ -317,7 +317,7 @@ def test_imports_rejected_before_load_on_gpu(name, source, rule, reason, gpu_jud
 @_gpu()
 def test_confinement_on_gpu(gpu_judge):
     """The CPU confinement probe's attacks from a CUDA worker: nothing escapes, the seed still computes — and since
-    issue 37 what it tried is evidence: it is rejected, each refusal named (`judge.evidence`)."""
+    issue 37 what it tried is evidence: it is rejected, each refusal named (`judge.evaluator.evidence`)."""
     probe = (HERE / "cpu" / "confine_probe.cpp").read_text()
     libc = (HERE / "cpu" / "_libc.h").read_text()
     body = probe.split("extern \"C\" int forward", 1)[0].replace('#include "_libc.h"', libc)
@@ -398,9 +398,9 @@ def test_queued_calls_cannot_compute_ahead_on_gpu(gpu_timed_judge, tiny_one_per_
 @pytest.fixture(scope="module")
 def gpu_timed_judge():
     """Judges a kernel whole, timing included (eager baseline, a few short rounds), in one evaluator."""
-    from kevolve.judge.harness import judge
+    from kevolve.judge.evaluator.harness import judge
     from kevolve.judge.options import Options
-    from kevolve.judge.reuse import Reuse
+    from kevolve.judge.evaluator.reuse import Reuse
     from kevolve.task import load_task
     task = load_task(TINY)
     options = Options(target="cuda", shapes="small", baselines=("eager",), reps=30, calls=5, timeout=60)
@@ -416,9 +416,9 @@ def gpu_timed_judge():
 
 @pytest.fixture(scope="module")
 def gpu_judge():
-    from kevolve.judge.harness import evaluate, judge
+    from kevolve.judge.evaluator.harness import evaluate, judge
     from kevolve.judge.options import Options
-    from kevolve.judge.reuse import Reuse
+    from kevolve.judge.evaluator.reuse import Reuse
     from kevolve.task import load_task
     task = load_task(TINY)
     # the strict CUDA confinement (`Options.strict_cuda`): what these tests are to verify before it is the default

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from kevolve.judge import build as builder
-from kevolve.judge import rules
-from kevolve.judge.harness import judge
+from kevolve.judge.static import rules
+from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
-from kevolve.judge.reuse import Reuse
+from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.task import load_task
 
 HERE = Path(__file__).resolve().parent

@@ -4,7 +4,7 @@ beside an honest twin that is still accepted, on the CPU (judged here) and CUDA 
 builds run here; the `gpu` tests judge whole on a GPU).
 
 - `walks_from_printf.cpp`: the issue's attack — from printf's address to libc's symbol table, dl_iterate_phdr and
-  CPython's PyRun_SimpleString, to divide its own clock samples. The static rules reject it (`judge.reach`), and
+  CPython's PyRun_SimpleString, to divide its own clock samples. The static rules reject it (`judge.static.reach`), and
   built without them the symbol check (printf's address taken as data). Twin: `HONEST_TWIN`, which prints, checks
   its buffers' alignment through integers and launches or calls through a function pointer.
 - `slows_torch.cpp`: written after reading both static layers, it walks past them (its own PLT slot, names by
@@ -12,7 +12,7 @@ builds run here; the `gpu` tests judge whole on a GPU).
 - `threads_probe.cpp`: every thread of the worker carries every filter and none predates the confinement (two of
   four had no filter before: a parent watcher and numpy's OpenBLAS server).
 - `environ_probe.cpp`: reads other processes' environments; contained (nothing leaked) and, since issue 37, rejected
-  naming it (`judge.evidence`). Twin: the same probe reading only its own /proc/self/status.
+  naming it (`judge.evaluator.evidence`). Twin: the same probe reading only its own /proc/self/status.
 - `own_filter.cpp`: a seccomp filter of its own, to answer its refused calls itself; refused, named.
 - a host thread started by a CUDA kernel after it loaded: the seal refuses it there (`gpu`); twins: the honest CUDA
   kernels of `test_cuda.py` that use streams, events, graphs and clusters, judged on a GPU with the same seal.
@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from kevolve.judge import build as builder
-from kevolve.judge import rules, symbols
-from kevolve.judge.harness import evaluate, judge
+from kevolve.judge.static import rules, symbols
+from kevolve.judge.evaluator.harness import evaluate, judge
 
 from test_cpu import FAST, HERE, TINY, honest_next, kernel  # noqa: F401  (fixtures `tiny`, `reuse`: conftest.py)
 
@@ -89,7 +89,7 @@ def test_the_walk_past_both_static_layers_passes_them():
 
 # ------------------------------------------------------------------ threads the confinement missed
 def test_every_thread_of_the_worker_is_confined(tiny):
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator.process import WorkerProcess
     built = builder.build(probe("threads_probe.cpp"), "cpu")
     assert built.ok, built.error
     ev = judge(tiny, built.lib_path, FAST)
@@ -254,7 +254,7 @@ def _gpu():
 def on_gpu():
     """Judges a CUDA source built directly (past the rules), in one evaluator; `timed`: eager baseline too."""
     from kevolve.judge.options import Options
-    from kevolve.judge.reuse import Reuse
+    from kevolve.judge.evaluator.reuse import Reuse
     from kevolve.task import load_task
     task = load_task(TINY)
     plain = Options(target="cuda", shapes="small", time_kernel=False, timeout=60, strict_cuda=True)   # the strict

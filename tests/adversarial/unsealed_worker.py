@@ -12,13 +12,13 @@ from pathlib import Path
 
 
 def main() -> None:
-    from kevolve.judge import worker
+    from kevolve.judge.worker import serve as worker
     worker.Worker.seal = lambda self, threads=None: {"seal": None, "missing": "taken away by the test"}
     worker.main()
 
 
 def _worker_class():
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator.process import WorkerProcess
 
     class UnsealedWorker(WorkerProcess):
         def command(self) -> list[str]:

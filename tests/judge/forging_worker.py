@@ -53,7 +53,7 @@ def parse(spec: str) -> dict:
 
 
 def main() -> None:
-    from kevolve.judge import session, worker
+    from kevolve.judge.worker import session, serve as worker
     spec = parse(sys.argv[1] if len(sys.argv) > 1 else "")
 
     class ForgingSession(session.Session):
@@ -77,7 +77,7 @@ def main() -> None:
 
 
 def _worker_class():
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator.process import WorkerProcess
 
     class ForgingWorker(WorkerProcess):
         spec = ""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 def main() -> None:
     import torch
-    from kevolve.judge import worker
+    from kevolve.judge.worker import serve as worker
     flag = sys.argv[1]
     if flag == "always" or not os.path.exists(flag):
         if flag != "always":
@@ -31,7 +31,7 @@ def main() -> None:
 
 
 def _worker_class():
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator.process import WorkerProcess
 
     class OomWorker(WorkerProcess):
         flag = "always"

@@ -1,4 +1,4 @@
-"""torch.compile's caches kept by the node and copied into each worker (kevolve/judge/baseline_cache.py): a later
+"""torch.compile's caches kept by the node and copied into each worker (kevolve/judge/evaluator/baseline_cache.py): a later
 worker finds what an earlier one compiled, and nothing a kernel writes reaches the master copy."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.judge import baseline_cache
+from kevolve.judge.evaluator import baseline_cache
 from kevolve.judge import build as builder
-from kevolve.judge.harness import judge
+from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
 from kevolve.task import load_task
 
@@ -53,7 +53,7 @@ def test_new_regular_files_are_copied_but_not_locks_links_or_what_is_there(tmp_p
 
 
 def test_a_later_worker_finds_the_compiled_baselines_and_a_kernel_adds_nothing(monkeypatch):
-    from kevolve.judge import precompile
+    from kevolve.judge.evaluator import precompile
     monkeypatch.setattr(precompile, "needed", lambda *a: [])     # one worker compiles (the helper: below)
     task = load_task(TINY)
     harvested = []
@@ -138,7 +138,7 @@ def test_a_compile_that_fails_in_a_seeded_worker_turns_the_cache_off_and_is_judg
         (Path(tmp) / "inductor").write_text("not a directory")
 
     monkeypatch.setattr(baseline_cache, "seed", breaking_seed)
-    from kevolve.judge import precompile
+    from kevolve.judge.evaluator import precompile
     monkeypatch.setattr(precompile, "needed", lambda *a: [])     # one worker, seeded once
     ev = judge(task, built.lib_path, COMPILED)
     assert ev.correct, ev.failure
@@ -152,9 +152,9 @@ def test_a_compile_that_fails_in_a_seeded_worker_turns_the_cache_off_and_is_judg
 
 def test_a_cold_node_compiles_with_a_second_worker_once(monkeypatch):
     """The first judgement of a shape set on a node splits torch.compile's baselines with a helper worker
-    (`judge.precompile`): the verdict and its compiled baselines are the same, the helper's half reaches the master
+    (`judge.evaluator.precompile`): the verdict and its compiled baselines are the same, the helper's half reaches the master
     before the judging worker compiles it, and once the node is marked no later judgement starts a helper."""
-    from kevolve.judge import precompile
+    from kevolve.judge.evaluator import precompile
     task = load_task(TINY)
     started, joined = [], []
     real_init, real_join = precompile.Precompiler.__init__, precompile.Precompiler.join
@@ -182,7 +182,7 @@ def test_a_cold_node_compiles_with_a_second_worker_once(monkeypatch):
 
 def test_a_helper_that_dies_costs_nothing_but_its_time(monkeypatch):
     """A helper whose worker dies (here: its init is refused) leaves the judging worker to compile everything."""
-    from kevolve.judge import precompile
+    from kevolve.judge.evaluator import precompile
     task = load_task(TINY)
     monkeypatch.setattr(precompile.Precompiler, "_run", lambda self, args, plan: setattr(self, "error", "died"))
     precompile._marker(task, COMPILED).unlink(missing_ok=True)          # a node that has not compiled the set

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from kevolve.judge import build as builder
-from kevolve.judge import noise, timed
-from kevolve.judge.harness import compare, evaluate
+from kevolve.judge.evaluator import noise, timed
+from kevolve.judge.evaluator.harness import compare, evaluate
 from kevolve.judge.options import Options
 from kevolve.judge.results import Evaluation
-from kevolve.judge.session import MAX_ROUNDS, WARMUP_SETS, plan_rounds
+from kevolve.judge.worker.session import MAX_ROUNDS, WARMUP_SETS, plan_rounds
 from kevolve.task import list_tasks, load_task
 
 HERE = Path(__file__).resolve().parent.parent          # tests/
@@ -69,7 +69,7 @@ def test_a_kernel_that_leaves_work_to_a_thread_loses_at_every_layer(one, monkeyp
     """(d) `<memory>` brings libstdc++'s `__gthread_create`: the token rules now name it (stage verify). With
     the rules and the symbol layer both off, the clock alone still rejects it, naming the timed call."""
     from kevolve.judge import build as builder
-    from kevolve.judge import harness
+    from kevolve.judge.evaluator import harness
     ev = judged(one, "timing_gthread.cpp")
     assert not ev.correct and ev.stage == "verify" and "thread" in ev.failure, (ev.stage, ev.failure)
     built = builder.build(source("timing_gthread.cpp"), "cpu")
@@ -225,7 +225,7 @@ def test_floor_rule():
 
 
 def test_cli_accepts_the_max_autotune_baseline():
-    from kevolve.judge.cli import UsageError, options_from
+    from kevolve.cli.evaluate import UsageError, options_from
     task = load_task("layernorm_fwd")
     o = options_from({"target": "cpu", "baselines": "eager,compile,compile-max-autotune", "calls": "4"}, task)
     assert o.baselines == ("eager", "compile", "compile-max-autotune") and o.calls == 4
@@ -234,7 +234,7 @@ def test_cli_accepts_the_max_autotune_baseline():
 
 
 def test_graph_samples_lose_the_flushes_and_the_sync_cost():
-    from kevolve.judge.timing import per_call
+    from kevolve.judge.worker.timing import per_call
     empty = [(1.0, 1.1), (1.0, 1.1), (1.0, 1.1)]                  # 10 flushes: 1 ms; sync: 0.1 ms
     assert per_call([(1.5, 1.6)], empty, 10, graph=True) == [pytest.approx(0.05)]
     assert per_call([(1.5, 2.6)], empty, 10, graph=True) == [pytest.approx(0.15)]   # work after the stream's end

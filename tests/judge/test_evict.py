@@ -1,4 +1,4 @@
-"""The CPU clock's cold start follows the call's own bytes, not the host's last-level cache (`judge.evict`,
+"""The CPU clock's cold start follows the call's own bytes, not the host's last-level cache (`judge.worker.evict`,
 `timing.CpuClock`): the eviction covers exactly the contender's buffers, a judgement's eviction work is the same
 whatever LLC the host reports (`KEVOLVE_LLC_BYTES` stands for a host with a 1 GiB L3), and the older LLC-sized
 rewrite (`cpu_flush=llc`), kept as a knob, is the one that grows with it."""
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.judge import evict, timing
-from kevolve.judge.harness import evaluate
+from kevolve.judge.worker import evict, timing
+from kevolve.judge.evaluator.harness import evaluate
 from kevolve.judge.options import Options
 from kevolve.task import load_task
 

@@ -1,4 +1,4 @@
-"""An attempt is evidence (`judge.evidence`, `judge.syscalls`, `confine.seal`): the seccomp programs decide what
+"""An attempt is evidence (`judge.evaluator.evidence`, `judge.syscalls`, `confine.seal`): the seccomp programs decide what
 they should (read by a classic-BPF interpreter here), a sealed process's refused calls reach the evaluator's
 supervisor — from every thread, with nothing the process does able to take them back — and file paths are read
 as the worker would resolve them. The judgements built on it are in tests/adversarial/."""
@@ -15,7 +15,9 @@ import textwrap
 
 import pytest
 
-from kevolve.judge import confine, evidence, syscalls
+from kevolve.judge import syscalls
+from kevolve.judge.worker import confine
+from kevolve.judge.evaluator import evidence
 
 x86_64 = pytest.mark.skipif(platform.machine() != "x86_64", reason="the filters are written for x86-64")
 
@@ -86,7 +88,7 @@ def test_another_architecture_is_killed():
 # ---------------------------------------------------------------------- a sealed process, for real
 CHILD = textwrap.dedent("""
     import ctypes, errno, os, socket, sys, threading, time
-    from kevolve.judge import confine
+    from kevolve.judge.worker import confine
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(38, 1, 0, 0, 0)                               # no_new_privs, as the worker has
     early = threading.Event(); go = threading.Event()
@@ -146,7 +148,7 @@ def test_a_path_taken_away_before_it_is_read_is_evidence(tmp_path):
     unexamined. A path that is not in its memory is itself named."""
     code = textwrap.dedent("""
         import ctypes, errno, os
-        from kevolve.judge import confine
+        from kevolve.judge.worker import confine
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(38, 1, 0, 0, 0)
         print(confine.seal(), flush=True)
@@ -171,7 +173,7 @@ def test_without_the_supervisor_a_refused_call_still_fails(tmp_path):
     refusal never rests on the supervisor being there."""
     code = textwrap.dedent("""
         import ctypes, os, socket
-        from kevolve.judge import confine
+        from kevolve.judge.worker import confine
         ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)
         print(confine.seal())
         try: socket.socket(socket.AF_INET, socket.SOCK_STREAM)

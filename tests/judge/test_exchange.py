@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kevolve.judge import exchange
-from kevolve.judge.process import WorkerDied
+from kevolve.judge.evaluator.process import WorkerDied
 
 
 def packed(tmp_path, tensors: dict) -> dict:

@@ -1,4 +1,4 @@
-"""The compiled checks (`judge.fused`), on the CPU: the compiled float64 reference agrees with eager's on real
+"""The compiled checks (`judge.evaluator.fused`), on the CPU: the compiled float64 reference agrees with eager's on real
 tasks, the compiled comparison gives eager's verdicts (NaN, Inf, non-finite references, the tolerance's edge),
 a compiled part that disagrees or fails is turned off and eager used, and hostile kernels judged with compiled
 checks are rejected with the same verdicts as with eager ones.
@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from kevolve.judge import build as builder
-from kevolve.judge import confine
-from kevolve.judge import fused as fused_module
-from kevolve.judge.checks import Checker
-from kevolve.judge.fused import Fused
-from kevolve.judge.harness import judge
+from kevolve.judge.worker import confine
+from kevolve.judge.evaluator import fused as fused_module
+from kevolve.judge.evaluator.checks import Checker
+from kevolve.judge.evaluator.fused import Fused
+from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
-from kevolve.judge.reuse import SALT_ENV, Reuse
+from kevolve.judge.evaluator.reuse import SALT_ENV, Reuse
 from kevolve.task import load_task
 
 HERE = Path(__file__).resolve().parent.parent          # tests/
@@ -215,7 +215,7 @@ def test_an_honest_kernel_passes_compiled_checks_timed_calls_included(tiny, ever
 
 
 def test_auto_compiles_checks_on_cuda_for_an_evaluator_that_keeps_them(tiny):
-    from kevolve.judge.harness import _fused
+    from kevolve.judge.evaluator.harness import _fused
     landlock = {"confinement": {"landlock": 7}}
     reuse = Reuse(Options(), 0, 0)
     assert _fused(tiny, Options(target="cuda"), reuse, landlock) is reuse.fused(tiny, "cuda")
@@ -227,7 +227,7 @@ def test_auto_compiles_checks_on_cuda_for_an_evaluator_that_keeps_them(tiny):
 
 
 def test_the_cli_takes_compiled_checks():
-    from kevolve.judge.cli import UsageError, options_from
+    from kevolve.cli.evaluate import UsageError, options_from
     task = load_task("layernorm_fwd")
     assert options_from({"target": "cpu"}, task).compiled_checks == "auto"
     assert options_from({"target": "cpu", "compiled_checks": "on"}, task).compiled_checks == "on"

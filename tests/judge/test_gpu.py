@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kevolve.judge import build as builder
-from kevolve.judge.harness import compare, evaluate, judge
+from kevolve.judge.evaluator.harness import compare, evaluate, judge
 from kevolve.judge.options import Options
 from kevolve.task import list_tasks, load_task
 
@@ -67,7 +67,7 @@ def test_every_further_cuda_seed_is_correct(name, fname):
 
 @pytest.mark.parametrize("name", [n for n in list_tasks() if "cuda" in load_task(n).best])
 def test_every_best_cuda_kernel_is_correct(name):
-    """A task's best/cuda.cu (kevolve.task.best), on the whole small set: a search judged it on bench only."""
+    """A task's best/cuda.cu (kevolve.report.best), on the whole small set: a search judged it on bench only."""
     task = load_task(name)
     ev = evaluate(task, task.best_paths("cuda")[0].read_text(), CHECK)
     assert ev.correct, ev.failure
@@ -247,7 +247,7 @@ def test_reuse_across_candidates_keeps_verdicts_on_gpu(layernorm):
     """A search's evaluator judges many libraries with one Reuse: after an illegal address (a dead CUDA
     context in that worker) the spare worker judges the next candidate normally, and cached references
     and baselines give the verdicts a fresh judgement gives."""
-    from kevolve.judge.reuse import Reuse
+    from kevolve.judge.evaluator.reuse import Reuse
     options = Options(target="cuda", shapes="small", reps=10, budget_s=0.05, timeout=60, time_inits="first")
     reuse = Reuse(options, 4 << 30, 3600)
 
@@ -269,12 +269,12 @@ def test_reuse_across_candidates_keeps_verdicts_on_gpu(layernorm):
 
 
 def test_compiled_checks_on_gpu_agree_and_give_eager_verdicts(layernorm, monkeypatch):
-    """A search's evaluator on CUDA compiles its float64 reference and comparison (`judge.fused`, auto): every
+    """A search's evaluator on CUDA compiles its float64 reference and comparison (`judge.evaluator.fused`, auto): every
     configuration's compiled reference agrees with eager's, nothing is turned off, an honest kernel passes with
     its timed calls checked that way, and a hostile one gets the verdict eager checks give (same inputs)."""
-    from kevolve.judge import confine
-    from kevolve.judge import fused as fused_module
-    from kevolve.judge.reuse import SALT_ENV, Reuse
+    from kevolve.judge.worker import confine
+    from kevolve.judge.evaluator import fused as fused_module
+    from kevolve.judge.evaluator.reuse import SALT_ENV, Reuse
     if not confine.landlock_abi():
         pytest.skip("compiled checks need a Landlock-confined worker (judge/harness._fused)")
     monkeypatch.setenv(SALT_ENV, "4398046511104")
@@ -315,7 +315,7 @@ def test_hostile_outputs_are_caught_through_either_exchange(layernorm, monkeypat
 def test_outputs_travel_by_cuda_ipc_here(layernorm):
     """Where the evaluator and its worker share the GPU, the probe succeeds, so (g)'s "ipc" case is IPC."""
     from kevolve.judge import exchange
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator.process import WorkerProcess
     built = builder.build(layernorm.seed_path("cuda").read_text(), "cuda")
     worker = WorkerProcess(CHECK)
     try:
@@ -331,7 +331,7 @@ def test_first_calls_buffers_start_aligned_and_end_near_unmapped_device_memory(l
     """The first two calls' inputs and outputs (`buffers.allocate(edge="aligned")`) start 16-byte aligned and end one
     element to 16 bytes before the end of their mapping (the next granule is unmapped), those bytes a guard zone;
     they work as tensors and poison and check as the others."""
-    from kevolve.judge import buffers, vmm
+    from kevolve.judge.worker import buffers, vmm
     for cfg in layernorm.configs("small")[:4]:
         buf = buffers.allocate(layernorm, "cuda", cfg.size_dict, edge="aligned")
         assert buf["layout"] == "aligned, page-ended", buf["layout"]
@@ -349,9 +349,9 @@ def test_first_calls_buffers_start_aligned_and_end_near_unmapped_device_memory(l
 
 def test_edge_buffers_end_against_unmapped_device_memory(layernorm):
     """The third call's inputs and outputs (`buffers.allocate(edge="misaligned")`) each end where mapped device memory ends
-    (`judge.vmm`: the next byte lies in a reserved, unmapped granule), start only element-aligned, work as tensors,
+    (`judge.worker.vmm`: the next byte lies in a reserved, unmapped granule), start only element-aligned, work as tensors,
     and are exported as copies (CUDA IPC cannot share them); the workspace stays skewed between guards."""
-    from kevolve.judge import buffers, vmm
+    from kevolve.judge.worker import buffers, vmm
     cfg = layernorm.configs("small")[0]
     buf = buffers.allocate(layernorm, "cuda", cfg.size_dict, edge="misaligned")
     assert buf["layout"] == "edge", buf["layout"]

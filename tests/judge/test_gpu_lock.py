@@ -1,4 +1,4 @@
-"""Contracts of kevolve.judge.gpu_lock: across processes, no shared hold overlaps an exclusive one on the same
+"""Contracts of kevolve.judge.evaluator.gpu_lock: across processes, no shared hold overlaps an exclusive one on the same
 device; a waiting writer is not starved by readers that keep coming; holds nest; a killed holder frees the
 lock; the judge's GPU phases take it (shared for checks, exclusive for timing)."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from kevolve.judge.gpu_lock import DeviceLock
-from kevolve.judge.phases import Phases
+from kevolve.judge.evaluator.gpu_lock import DeviceLock
+from kevolve.judge.evaluator.phases import Phases
 
 
 def _worker(where: str, exclusive: bool, log: str, hold_s: float, offset: float, name: str, ready, go, start) -> None:

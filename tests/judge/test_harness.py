@@ -16,10 +16,10 @@ import pytest
 
 from kevolve.judge import build as builder
 from kevolve.judge import sandbox
-from kevolve.judge.harness import evaluate, judge
+from kevolve.judge.evaluator.harness import evaluate, judge
 from kevolve.judge.options import Options
-from kevolve.judge.process import WorkerProcess
-from kevolve.judge.reuse import Reuse
+from kevolve.judge.evaluator.process import WorkerProcess
+from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.judge.results import Evaluation, Stats
 from kevolve.task import load_task
 
@@ -262,7 +262,7 @@ def test_kernel_cannot_forge_the_protocol(monkeypatch):
     assert built.ok, built.error
     ev = judge(load_task(ONE), built.lib_path, TIMED)
     assert not ev.correct and ev.stage == "symbols" and "`write`" in ev.failure, ev.failure
-    from kevolve.judge import harness
+    from kevolve.judge.evaluator import harness
     monkeypatch.setattr(harness.symbols, "check", lambda *a: None)
     ev = judge(load_task(ONE), built.lib_path, TIMED)
     assert not ev.correct and "protocol" in ev.failure, ev.failure
@@ -276,11 +276,11 @@ def test_a_library_without_the_entry_point_is_a_load_verdict(tiny):
 
 
 def test_crash_while_loading_is_a_load_verdict(tiny, monkeypatch):
-    """Its dynamic initialiser is refused before load (judge.symbols); with that layer off, the crash it
+    """Its dynamic initialiser is refused before load (judge.static.symbols); with that layer off, the crash it
     causes while loading is a load verdict."""
     ev = judged(tiny, "crash_at_load.cpp")
     assert not ev.correct and ev.stage == "symbols" and "load or unload" in ev.failure, (ev.stage, ev.failure)
-    from kevolve.judge import harness
+    from kevolve.judge.evaluator import harness
     monkeypatch.setattr(harness.symbols, "check", lambda *a: None)
     ev = judge(tiny, builder.build(source("crash_at_load.cpp"), "cpu").lib_path, FAST)
     assert not ev.correct and "crash" in ev.failure
@@ -298,7 +298,7 @@ def test_out_of_device_memory_is_judged_again_in_a_fresh_worker(tiny, monkeypatc
     """A worker that runs out of device memory (a GPU shared with other evaluators, which hold it) does not
     reject a correct kernel: the judgement runs once more in a fresh worker, and the log says so."""
     from oom_worker import OomWorker
-    from kevolve.judge import harness
+    from kevolve.judge.evaluator import harness
     monkeypatch.setattr(harness, "OOM_WAIT_S", 0.0)
     monkeypatch.setattr(harness, "WorkerProcess", OomWorker.of(str(tmp_path / "first")))
     ev = evaluate(tiny, tiny.seed_path("cpu").read_text(), TIMED)
@@ -308,7 +308,7 @@ def test_out_of_device_memory_is_judged_again_in_a_fresh_worker(tiny, monkeypatc
 
 def test_a_kernel_out_of_device_memory_twice_is_rejected_saying_so(tiny, monkeypatch):
     from oom_worker import OomWorker
-    from kevolve.judge import harness
+    from kevolve.judge.evaluator import harness
     monkeypatch.setattr(harness, "OOM_WAIT_S", 0.0)
     monkeypatch.setattr(harness, "WorkerProcess", OomWorker.of("always"))
     ev = evaluate(tiny, tiny.seed_path("cpu").read_text(), TIMED)
@@ -321,7 +321,7 @@ def test_the_evaluator_out_of_device_memory_is_judged_again_then_named_the_harne
     three bench judgements beside the gpu tests): not a traceback, not the kernel's fault. The judgement runs
     again after the evaluator lets its cached references go; a second failure is a verdict naming the harness."""
     import torch
-    from kevolve.judge import checks, harness
+    from kevolve.judge.evaluator import checks, harness
     monkeypatch.setattr(harness, "OOM_WAIT_S", 0.0)
     real, calls = checks.Checker.expected, []
 
@@ -454,7 +454,7 @@ def test_a_death_at_teardown_turns_a_pass_into_a_teardown_crash(tiny, monkeypatc
 
 
 def test_a_death_at_teardown_fails_a_paired_comparison(tiny, monkeypatch):
-    from kevolve.judge.harness import compare
+    from kevolve.judge.evaluator.harness import compare
     built = builder.build(source("good_openmp.cpp"), "cpu")
     assert built.ok, built.error
     options = Options(target="cpu", shapes="small", reps=3, budget_s=0.01, calls=2, timeout=30)
@@ -468,7 +468,7 @@ def test_an_evaluators_second_judgement_computes_no_reference_for_its_correctnes
     """The correctness calls' inputs are variants salt, salt + 1, salt + 2 of one salt per evaluator
     (`reuse.References.salt`): a second candidate judged by the same evaluator is checked on the same inputs, and
     every reference it needs comes from the cache, keyed by the configuration and the salted variant."""
-    from kevolve.judge import checks
+    from kevolve.judge.evaluator import checks
     real, computed = checks.Checker.expected, []
 
     def expected(self, cfg, inputs):
@@ -494,7 +494,7 @@ def test_an_evaluators_timed_calls_take_each_pool_input_once_a_judgement_and_reu
     no variant comes twice (a kernel never sees an input set again, also not when a configuration is timed a
     second time), and the next candidate gets the same sequence, so its timed calls' inputs and references are
     the cache's — and every one of its timed calls is still checked against them."""
-    from kevolve.judge import checks
+    from kevolve.judge.evaluator import checks
     used, computed = [], []
     real_variants, real_expected = checks.Checker.timed_variants, checks.Checker.expected
 
@@ -534,8 +534,8 @@ def test_the_correctness_salt_is_random_per_evaluator_apart_from_other_inputs_an
     from the timed calls' fresh variants (`timed.fresh_variant`) and the baselines' probe (99);
     `KEVOLVE_INPUT_SALT` fixes it, to draw a failed call's inputs again."""
     import secrets
-    from kevolve.judge import reuse, timed
-    from kevolve.judge.checks import Checker
+    from kevolve.judge.evaluator import reuse, timed
+    from kevolve.judge.evaluator.checks import Checker
     monkeypatch.delenv(reuse.SALT_ENV, raising=False)
     salts = [reuse.References(0).salt for _ in range(4)] + [Checker(tiny, FAST).references.salt for _ in range(4)]
     assert len(set(salts)) == len(salts)

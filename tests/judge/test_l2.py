@@ -1,10 +1,10 @@
-"""`judge.l2`: the loaded CUDA runtime is found without loading one, its absence is a reason and not an error, and
+"""`judge.worker.l2`: the loaded CUDA runtime is found without loading one, its absence is a reason and not an error, and
 (on a GPU) a raised persisting-L2 set-aside is read back and reset to zero."""
 from __future__ import annotations
 
 import pytest
 
-from kevolve.judge import l2
+from kevolve.judge.worker import l2
 
 MAPS = """\
 7f0000000000-7f0000001000 r--p 00000000 08:01 1234   /usr/lib/x86_64-linux-gnu/libc.so.6

@@ -1,4 +1,4 @@
-"""The outside clock's contract (`kevolve.judge.outside`): whatever times the worker reports, the evaluator's own
+"""The outside clock's contract (`kevolve.judge.evaluator.outside`): whatever times the worker reports, the evaluator's own
 clocks refute the ones that cannot be true, naming the bound, and accept honest ones.
 
 A kernel that rewrites the worker's timing results in memory is impractical to write, so the evaluator's layer is
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.judge import harness, outside
+from kevolve.judge.evaluator import harness, outside
 from kevolve.judge import build as builder
-from kevolve.judge.harness import compare, evaluate
+from kevolve.judge.evaluator.harness import compare, evaluate
 from kevolve.judge.options import Options
-from kevolve.judge.session import WARMUP_SETS
+from kevolve.judge.worker.session import WARMUP_SETS
 from kevolve.task import load_task
 
 HERE = Path(__file__).resolve().parent
@@ -93,7 +93,7 @@ def test_the_production_worker_has_no_forging_switch():
     """Only tests reach forging_worker.py: no module of the package names it, and the worker the evaluator starts
     is `python -m kevolve.judge.worker`."""
     from kevolve import ROOT
-    from kevolve.judge.process import WorkerProcess
+    from kevolve.judge.evaluator.process import WorkerProcess
     assert not [p for p in (ROOT / "kevolve").rglob("*.py") if "forging" in p.read_text()]
     assert WorkerProcess.command(None) == ["-m", "kevolve.judge.worker"]
 
@@ -160,7 +160,7 @@ def test_the_cpu_flush_runs_on_the_calling_thread_alone():
 
     import torch
 
-    from kevolve.judge import timing
+    from kevolve.judge.worker import timing
 
     def others_ms() -> float:                   # CPU of this process's threads but the calling one
         me, total = threading.get_native_id(), 0.0

@@ -1,4 +1,4 @@
-"""The worker's PID namespace (`kevolve/judge/pidns.py`): what the worker sees, how its end is relayed, and that
+"""The worker's PID namespace (`kevolve/judge/worker/pidns.py`): what the worker sees, how its end is relayed, and that
 nothing started inside outlives it. The adversarial side (a kernel that looks for the spare worker, a kernel's
 child that leaves the process group) is in tests/adversarial/test_cpu.py."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from kevolve.judge import pidns
+from kevolve.judge.worker import pidns
 from kevolve.judge.options import Options
-from kevolve.judge.process import PIDNS, WorkerProcess
+from kevolve.judge.evaluator.process import PIDNS, WorkerProcess
 from kevolve.judge.sandbox import clean_env
 
 
@@ -133,7 +133,7 @@ def test_a_worker_dies_with_its_evaluator():
     and the namespace with the init (parent-death signals)."""
     code = ("import time\n"                     # a worker busy in a call (a hung kernel), not reading its stdin
             "from kevolve.judge.options import Options\n"
-            "from kevolve.judge.process import WorkerProcess\n"
+            "from kevolve.judge.evaluator.process import WorkerProcess\n"
             "class Busy(WorkerProcess):\n"
             "    def command(self): return ['-c', 'import time; time.sleep(120)']\n"
             "w = Busy(Options()); time.sleep(1.5)\n"

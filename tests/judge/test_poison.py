@@ -2,8 +2,8 @@
 before it runs, and how a write outside them is found."""
 import torch
 
-from kevolve.judge import buffers as B
-from kevolve.judge import worker as W
+from kevolve.judge.worker import buffers as B
+from kevolve.judge.worker import serve as W
 from kevolve.task import load_task
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.judge import rules as verify
+from kevolve.judge.static import rules as verify
 from kevolve.task import TASKS_DIR
 
 HERE = Path(__file__).resolve().parent.parent          # tests/
@@ -103,7 +103,7 @@ CASES = [
      "\"l\"(p)); return v; }", "cuda", "c", None),                               # other cache qualifiers are fine
     ("__device__ void pf(const float* p) { asm(\"prefetch.global.L2 [%0];\" :: \"l\"(p)); }", "cuda", "c", None),
     ("__device__ float ld(const float* p) { return __ldcs(p); }  // not evict_last", "cuda", "c", None),
-    # reaching code by address (issue 37: from an allowed function's address to the interpreter): `judge.reach`
+    # reaching code by address (issue 37: from an allowed function's address to the interpreter): `judge.static.reach`
     ("uintptr_t a = (uintptr_t)&printf;", "cpu", "c", "function-address"),
     ("uintptr_t a = (uintptr_t)printf;", "cpu", "c", "function-address"),
     ("auto c = (const unsigned char*)(void*)&printf;", "cpu", "c", "function-address"),
@@ -315,7 +315,7 @@ def test_include_in_block_comment_is_ignored():
 def test_headers_are_skipped_but_user_code_between_them_is_read_at_its_own_lines():
     """`tokens.tokenize` jumps over a header's text (one `header` token marks the gap) and resumes at the marker
     that returns to the user's file: every user token is there with its source line, no header token is user."""
-    from kevolve.judge import tokens
+    from kevolve.judge.static import tokens
     src = "int a;\n#include <math.h>\nint b;\n#include <stdlib.h>\nvoid f() { system(\"x\"); }\n"
     toks = tokens.tokenize(tokens.preprocess(src, "cpu"), tokens.MAIN["cpu"])
     user = [(t.text, t.line) for t in toks if t.user]

@@ -17,7 +17,7 @@ import torch
 import yaml
 
 from kevolve.judge import build as builder
-from kevolve.judge.harness import judge
+from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
 from kevolve.task import Task, load_task
 from kevolve.task.abi import TorchKernel

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from kevolve.config import from_hydra     # also registers the task group's options (tasks/), which compose needs
 from kevolve.llm import LLMConfig, LLMConfigError, ModelSpec, make_provider, validate
 from kevolve.llm.ensemble import Disabled
-from kevolve.search import pipeline
+from kevolve.search import llm_defaults as pipeline
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 OPTIONS = sorted(p.stem for p in (CONF / "llm").glob("*.yaml"))

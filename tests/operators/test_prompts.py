@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import H200, judged
-from kevolve.judge import rules
+from kevolve.judge.static import rules
 from kevolve.messages import Candidate, Proposal
 from kevolve.operators import context as facts
 from kevolve.operators import template, verifiers

@@ -81,7 +81,7 @@ def test_truth_per_verifier():
     assert truth("numerics", True, True) is False and truth("compile", True, True) is False
 
 
-@pytest.mark.parametrize("failure", [               # the judge's own words (kevolve.judge.checks, .timed)
+@pytest.mark.parametrize("failure", [               # the judge's own words (kevolve.judge.evaluator.checks, .timed)
     "B=3,N=1001/random/s0: wrote outside out (past its end) (call 2, aligned buffers)",
     "B=4,N=256/random/s0: wrote outside out (before its start), grad_x (past its end) (call 1, skewed buffers)",
     "B=4,N=256/random/s0: kernel wrote outside out during timing (call 3)",

@@ -11,7 +11,7 @@ import pytest
 from kevolve.messages import Candidate
 from kevolve.report import data
 from kevolve.report.html import render
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from test_report import SEED, evaluation
 
 

@@ -19,8 +19,8 @@ from kevolve.judge.results import Evaluation, Measurement, Stats
 from kevolve.messages import Candidate, Status
 from kevolve.progress import bar
 from kevolve.report import data, figures
-from kevolve.report.__main__ import main
-from kevolve.search.store import Store
+from kevolve.cli.report import main
+from kevolve.record.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = "#include <cstdint>\nconstexpr int ROWS = 1;   // knob: 1, 2, 4\nint forward() { return 0; }\n"

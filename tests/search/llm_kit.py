@@ -20,7 +20,7 @@ from typing import Callable
 import ray
 
 from kevolve.config import from_hydra
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tests" / "llm") not in sys.path:
@@ -139,7 +139,7 @@ def ray_with(env: dict[str, str], cache_dir: Path):
 
 def only(weights: dict | None = None) -> dict:
     """Operator weights with every operator not named at 0: a test asks for exactly the operators it scripts
-    (a null weight would be the LLM pipeline's default, kevolve/search/pipeline.py)."""
+    (a null weight would be the LLM pipeline's default, kevolve/search/llm_defaults.py)."""
     from kevolve.config import OPERATORS
     return {**dict.fromkeys(OPERATORS, 0.0), **({"knob": 1.0} if weights is None else weights)}
 

@@ -13,7 +13,7 @@ from kevolve.search import driver as drv
 from kevolve.search.jobs import Job, Step
 from kevolve.search.population import Population
 from kevolve.search.spend import Spend
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from kevolve.tracking import make_tracker
 
 

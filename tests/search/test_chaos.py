@@ -16,7 +16,7 @@ import ray
 
 from kevolve.config import from_hydra
 from kevolve.search import run
-from kevolve.search.store import TERMINAL, Store
+from kevolve.record.store import TERMINAL, Store
 
 TASK = Path(__file__).resolve().parents[1] / "search_task"
 TARGETS = ("ray::Evaluator", "ray::Verifier", "ray::Mutator", "ray::build_task", "kevolve.judge.worker")

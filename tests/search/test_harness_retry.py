@@ -11,7 +11,7 @@ from kevolve.search import driver as drv
 from kevolve.search.jobs import Job, Step
 from kevolve.search.pacing import Builds
 from kevolve.search.champion import Champion
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 
 OOM = ("BT=65536,(4096,)/identity/s0: crash: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
        "GPU 0 has a total capacity of 139.80 GiB of which 1.99 GiB is free. Process 1634 has 80.54 GiB memory in use.")

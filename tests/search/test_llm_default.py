@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 from kevolve.llm.pricing import Pricer
-from kevolve.search.pipeline import PIPELINE
-from kevolve.search.store import Store
+from kevolve.search.llm_defaults import PIPELINE
+from kevolve.record.store import Store
 from llm_kit import TASK
 from llm_servers import OPENAI_KEY, LLMServer
 from scripted_model import ScriptedModel

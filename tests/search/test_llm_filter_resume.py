@@ -39,7 +39,7 @@ import pytest
 from kevolve.config import VerifiersConfig, from_hydra
 from kevolve.report.tables import summary_text
 from kevolve.search import driver as search
-from kevolve.search.store import TERMINAL, Store
+from kevolve.record.store import TERMINAL, Store
 from kevolve.search.verification import Verification
 from llm_kit import (BROKEN, GOOD, OVERRUN, ROOT, TASK, WRONG, Script, cached_prompts, config_dict, decision, fenced,
                      kind, ray_with, records, rows, variant, verdict)

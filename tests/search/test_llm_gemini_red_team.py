@@ -19,7 +19,7 @@ import pytest
 
 from kevolve.report.tables import summary_text
 from kevolve.search import driver as search
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from kevolve.search.suspects import FOLDER
 from llm_kit import GOOD, SLOW, TASK, Script, config, fenced, ray_with, records
 from llm_servers import GEMINI_KEY, LLMServer, Ok

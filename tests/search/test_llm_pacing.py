@@ -19,7 +19,7 @@ import time
 import pytest
 
 from kevolve.search import driver as search
-from kevolve.search.store import TERMINAL, Store
+from kevolve.record.store import TERMINAL, Store
 from llm_kit import GOOD, TASK, WRONG, Script, config, fenced, ray_with, records, variant
 from llm_servers import OPENAI_KEY, Gate, LLMServer, Ok
 

@@ -24,7 +24,7 @@ import ray
 
 from kevolve.config import ConfigError, from_hydra
 from kevolve.search import driver as search
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from llm_kit import BROKEN, FAST, GOOD, SLOW, TASK, WRONG, fenced, kind, only, verdict
 from llm_servers import OPENAI_KEY, LLMServer, Ok, Status
 

@@ -1,4 +1,4 @@
-"""Contracts of kevolve.search.pipeline, through Hydra as a user composes it: `llm=<provider>` alone turns on the
+"""Contracts of kevolve.search.llm_defaults, through Hydra as a user composes it: `llm=<provider>` alone turns on the
 paper's pipeline (LLM operators weighted, translate founders, three verifiers in shadow mode), `llm=none` stays the
 knob search, every weight a user sets is kept, and `search.mode=best_of_n` spends the budget as independent samples
 from the seeds."""
@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from kevolve.config import ConfigError, from_hydra
-from kevolve.search.pipeline import KNOB_ONLY, PIPELINE
+from kevolve.search.llm_defaults import KNOB_ONLY, PIPELINE
 from kevolve.search.plan import resolve
 from kevolve.task import load_task
 

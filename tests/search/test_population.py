@@ -8,7 +8,7 @@ import pytest
 
 from kevolve.config import PopulationConfig
 from kevolve.messages import Candidate, Outcome, Proposal
-from kevolve.search.dedupe import normalize_source, source_hash
+from kevolve.record.dedupe import normalize_source, source_hash
 from kevolve.search.population import Population
 
 KERNEL = """\

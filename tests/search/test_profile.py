@@ -22,7 +22,7 @@ from kevolve.operators.strategies import Board
 from kevolve.search import profile as ncu
 from kevolve.search.plan import resolve
 from kevolve.search.requests import request
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from kevolve.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]

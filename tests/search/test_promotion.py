@@ -17,10 +17,10 @@ from kevolve.config import from_hydra
 from kevolve.operators import knobs
 from kevolve.search import run as search
 from kevolve.search.plan import resolve
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from kevolve.task import load_task
-from kevolve.task.best import PromotionError, numbers, promote
-from kevolve.task.cli import main
+from kevolve.report.best import PromotionError, numbers, promote
+from kevolve.cli.tasks import main
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tests" / "search_task"

@@ -22,15 +22,15 @@ import pytest
 import ray
 
 from kevolve.search import actors
-from kevolve.search.dedupe import normalize_source
+from kevolve.record.dedupe import normalize_source
 from kevolve.operators import knobs
 from kevolve.search import driver as search
 from kevolve.config import ConfigError, from_hydra
-from kevolve.judge.harness import evaluate
+from kevolve.judge.evaluator.harness import evaluate
 from kevolve.judge.options import Options
-from kevolve.judge.phases import Phases
+from kevolve.judge.evaluator.phases import Phases
 from kevolve.judge.results import Evaluation
-from kevolve.search.store import TERMINAL, Store
+from kevolve.record.store import TERMINAL, Store
 from kevolve.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -559,7 +559,7 @@ def test_resume_of_a_run_killed_before_its_seeds_seeds_it(local_ray, tmp_path):
 
 
 def test_resume_of_a_missing_run_is_an_error(local_ray, tmp_path):
-    from kevolve.search.store import StoreError
+    from kevolve.record.store import StoreError
     with pytest.raises(StoreError):
         search.run(make_config(resume=tmp_path / "nothing"), tmp_path / "nothing")
 

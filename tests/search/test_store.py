@@ -1,4 +1,4 @@
-"""Contracts of kevolve.search.store: what is committed survives, resume sees what is left, secrets stay out."""
+"""Contracts of kevolve.record.store: what is committed survives, resume sees what is left, secrets stay out."""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,7 @@ from kevolve.config import PopulationConfig
 from kevolve.messages import Candidate
 from kevolve.search.population import Population
 from kevolve.judge.results import Evaluation, Measurement, Stats
-from kevolve.search.store import DB_NAME, SCHEMA_VERSION, Store, StoreError
+from kevolve.record.store import DB_NAME, SCHEMA_VERSION, Store, StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -149,7 +149,7 @@ def test_a_reader_sees_the_writers_commits(tmp_path):
 WRITER = textwrap.dedent("""
     import sys
     from kevolve.messages import Candidate
-    from kevolve.search.store import Store
+    from kevolve.record.store import Store
     store = Store.create(sys.argv[1], {"task": "t"})
     big = "x" * 20000
     i = 0
@@ -187,7 +187,7 @@ def test_a_full_disk_is_a_clear_error_and_loses_nothing_committed(tmp_path):
     """SQLite's page limit stands in for a full disk: the write that does not fit is rolled back and raised
     as a StoreError saying what to do; every row committed before it is intact and readable."""
     from kevolve.messages import Candidate
-    from kevolve.search.store import StoreError
+    from kevolve.record.store import StoreError
     store = Store.create(tmp_path, {"task": "t"})
     pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
     store._conn.execute(f"PRAGMA max_page_count = {pages + 40}")
@@ -205,7 +205,7 @@ def test_a_full_disk_is_a_clear_error_and_loses_nothing_committed(tmp_path):
 
 
 def test_a_run_dir_that_cannot_be_made_is_a_clear_error(tmp_path):
-    from kevolve.search.store import StoreError
+    from kevolve.record.store import StoreError
     (tmp_path / "file").write_text("")
     with pytest.raises(StoreError, match="cannot create the run's database"):
         Store.create(tmp_path / "file" / "run", {"task": "t"})
@@ -252,7 +252,7 @@ def test_a_run_from_a_checkout_records_the_checkouts_version(monkeypatch):
     import re
 
     from kevolve import ROOT
-    from kevolve.search.store import _version
+    from kevolve.record.store import _version
 
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)

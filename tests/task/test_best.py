@@ -1,4 +1,4 @@
-"""Contracts of a task's best/ kernels (kevolve.task.spec, kevolve.task.best) without a search: `Task.best_paths`
+"""Contracts of a task's best/ kernels (kevolve.task.spec, kevolve.report.best) without a search: `Task.best_paths`
 finds a best kernel by its target's name and nothing else; a best kernel without its .md, or misnamed, is a
 TaskError that says what to do; `python -m kevolve.tasks list` shows each best with its recorded speedup; `best`
 refuses a run that is not a run, that has not finished or that found no correct kernel. (A promotion from a real
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from kevolve.task import TaskError, list_tasks, load_task
 from kevolve.task import spec
-from kevolve.task.best import PromotionError, numbers, promote, recorded_speedup
-from kevolve.task.cli import main
+from kevolve.report.best import PromotionError, numbers, promote, recorded_speedup
+from kevolve.cli.tasks import main
 
 SEARCH_TASK = Path(__file__).resolve().parents[1] / "search_task"
 NOTES = "---\ntask: search_task\ntarget: cpu\nspeedup: 1.5\ndevice: a CPU\n---\n# search_task: the best cpu kernel\n"
@@ -111,7 +111,7 @@ def test_a_run_without_a_confirmed_correct_best_is_refused(tmp_path, events, mat
 
 
 def test_the_reproducing_overrides_are_what_differs_from_the_defaults_without_the_runs_directory():
-    from kevolve.task.best import _defaults, overrides
+    from kevolve.report.best import _defaults, overrides
     config = _defaults()
     config["search"]["wall_time_s"] = 320.0
     config["resources"]["target"] = "cuda"

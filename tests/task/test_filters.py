@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kevolve.task import filters
-from kevolve.task.cli import main
+from kevolve.cli.tasks import main
 from kevolve.task.spec import list_tasks, load_task
 
 CHEAP = tuple(f for f in filters.FILTERS if f != "compile")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kevolve.task.cli import main
+from kevolve.cli.tasks import main
 from kevolve.task.kernelbench import SMALL_ELEMENTS, analyse, task_name
 from kevolve.task.kernelbench_folder import import_file
 from kevolve.task.problem import ProblemError
@@ -350,7 +350,7 @@ def test_cli_imports_and_reports_refusals(tmp_path, capsys):
 def test_an_imported_task_judges_a_c_kernel_in_the_worker(tmp_path):
     """The worker (confined, another process) draws the inputs through draw_inputs; a right kernel passes, a
     slightly wrong one fails naming the output."""
-    from kevolve.judge.harness import evaluate
+    from kevolve.judge.evaluator.harness import evaluate
     from kevolve.judge.options import Options
     task = load_task(import_file(problem_file(tmp_path, SCALED_TANH), tmp_path / "tasks"))
     options = Options(target="cpu", shapes="small", time_kernel=False, timeout=60)

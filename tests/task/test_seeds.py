@@ -4,7 +4,7 @@ the plain one, for the mnist_*, GEMM and convolution tasks);
 every CPU seed is correct on the whole small set for every value of every knob (the others at their
 defaults; the harness accepts each: tests/judge/test_clock.py); every CUDA seed compiles with nvcc for every
 knob value (`slow`, skipped without nvcc) and computes the right answer under a CPU emulator of CUDA (at its
-defaults, warps forward; reversed and every knob value `slow`). A task's best/ kernels (kevolve.task.best) keep
+defaults, warps forward; reversed and every knob value `slow`). A task's best/ kernels (kevolve.report.best) keep
 the same contract: the static rules (tests/judge/test_rules.py), a CPU one correct on the whole small set, a CUDA one
 compiled by nvcc, each with the numbers its .md records (the shipped ones are CUDA: on the GPU, tests/judge/test_gpu.py judges each).
 
@@ -211,13 +211,13 @@ def test_cpu_seed_is_correct_on_the_small_set_for_every_knob_value(v):
 
 # ---------------------------------------------------------------- best/ kernels: the seeds' contract
 def best_files(target: str | None = None) -> list[tuple[str, str]]:
-    """(task, target) of every best/ kernel a task ships (kevolve.task.best); empty while none does."""
+    """(task, target) of every best/ kernel a task ships (kevolve.report.best); empty while none does."""
     return [(n, t) for n in TASKS for t in task(n).best if target in (None, t)]
 
 
 @pytest.mark.parametrize("name,target", best_files(), ids=lambda x: str(x))
 def test_every_best_kernel_records_its_numbers(name, target):
-    from kevolve.task.best import numbers
+    from kevolve.report.best import numbers
     path = task(name).best_paths(target)[0]
     assert path.suffix == {"cpu": ".cpp", "cuda": ".cu"}[target]
     got = numbers(path.with_suffix(".md"))

@@ -11,9 +11,9 @@ import pytest
 from kevolve.config import LoggerConfig
 from kevolve.judge.results import Evaluation, Measurement, Stats
 from kevolve.messages import Candidate, Status
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from kevolve.tracking import Guarded, NullTracker, make_tracker, row
-from kevolve.tracking.scrub import scrub
+from kevolve.record.scrub import scrub
 
 PLAN = SimpleNamespace(evaluators=1, target="cpu")
 

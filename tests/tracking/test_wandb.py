@@ -13,9 +13,9 @@ import pytest
 import ray
 
 from kevolve.config import from_hydra
-from kevolve.report.__main__ import main as report_main
+from kevolve.cli.report import main as report_main
 from kevolve.search import run as search
-from kevolve.search.store import Store
+from kevolve.record.store import Store
 from wandb_files import offline_runs
 
 ROOT = Path(__file__).resolve().parents[2]

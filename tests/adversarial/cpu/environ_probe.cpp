@@ -2,7 +2,7 @@
 // process it can name — /proc/<pid>/environ for pids 1 to 64 and its parent's — looking for secrets, and counts
 // what it got; then it computes correctly. The confinement refuses each (Landlock's ptrace scope; in its own PID
 // namespace it sees no other process at all), so nothing leaks. Issue 37: it was accepted — a contained attempt
-// left no trace. Now each refused open is evidence (judge/evidence.py), and the verdict names it.
+// left no trace. Now each refused open is evidence (judge/evaluator/evidence.py), and the verdict names it.
 // With OTHERS 0 (its honest twin) it reads only its own /proc/self/status, which it may.
 #include "_libc.h"
 #ifndef OTHERS

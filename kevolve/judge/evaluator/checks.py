@@ -19,12 +19,12 @@ import collections
 import math
 
 from kevolve.judge import exchange
-from kevolve.judge.fused import Fused
+from kevolve.judge.evaluator.fused import Fused
 from kevolve.judge.options import Options
-from kevolve.judge.phases import Phases
-from kevolve.judge.process import WorkerDied, WorkerProcess
+from kevolve.judge.evaluator.phases import Phases
+from kevolve.judge.evaluator.process import WorkerDied, WorkerProcess
 from kevolve.judge.results import Measurement
-from kevolve.judge.reuse import References
+from kevolve.judge.evaluator.reuse import References
 from kevolve.task.spec import Case, Task
 
 
@@ -40,7 +40,7 @@ class Checker:
         self.folder = folder                # the judgement's exchange folder: output files are read from it only
         self.references = references if references is not None else References(0)
         self.device = "cuda" if options.target == "cuda" else "cpu"
-        self.fused = fused                  # the compiled reference and comparison (`judge.fused`), or None: eager
+        self.fused = fused                  # the compiled reference and comparison (`judge.evaluator.fused`), or None: eager
         self.timed_used: collections.Counter = collections.Counter()   # pool variants this judgement used, per cfg
 
     def _inputs(self, variant: int) -> str:
@@ -56,7 +56,7 @@ class Checker:
     def reference(self, cfg: Case, variant: int, inputs: dict | None = None) -> tuple[dict, tuple]:
         """The inputs' fingerprints (`worker.fingerprint`) and, per output, the float64 reference and where it is
         finite (None: all of it, the usual case) for inputs `variant` of `cfg` (`inputs`, when drawn already)."""
-        from kevolve.judge.worker import fingerprint
+        from kevolve.judge.worker.serve import fingerprint
 
         def compute():
             drawn = inputs if inputs is not None else self.task.make_inputs(cfg, self.device, variant)
@@ -188,7 +188,7 @@ class Checker:
 
     def _compare(self, expected: tuple, cfg: Case, files: dict, call: str, verdict_only: bool = False
                  ) -> tuple[str | None, float, float]:
-        """One pass per output for the verdict (compiled, `judge.fused`: one read of the output and its
+        """One pass per output for the verdict (compiled, `judge.evaluator.fused`: one read of the output and its
         reference; eager: NaN and Inf propagate through the maxima), one device sync for all outputs; the
         diagnosis of a failure (what is NaN, what is out of tolerance, and where) runs only when there is one,
         eagerly, and gives the verdict. `verdict_only` (a timed call's check) lets eager skip the worst absolute

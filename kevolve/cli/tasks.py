@@ -10,7 +10,7 @@ ones, and the best kernel each has so far.
       [--filters a,b] [--variants N] [--max-shapes K]
   import PATH … [--out DIR]  imports KernelBench problem files as task folders (`kevolve.task.kernelbench`);
       [--name NAME] [--atol X] [--rtol X]   prints each folder, or why a file was refused (then exit 1).
-  best RUN_DIR [--force]     promotes a finished run's confirmed best kernel into its task's best/ (task/best.py):
+  best RUN_DIR [--force]     promotes a finished run's confirmed best kernel into its task's best/ (report/best.py):
       [--task NAME|PATH]       `<target>.cu|.cpp` byte for byte and `<target>.md` (its numbers, the command); refuses
                                (exit 1) a run with no confirmed correct best, or a best/ kernel with a higher recorded
                                speedup unless --force. --task: the task folder, if not the one the run's config names.
@@ -88,7 +88,7 @@ def _row(t: Task) -> list[str]:
 
 
 def _best(t: Task) -> str:
-    from kevolve.task.best import recorded_speedup
+    from kevolve.report.best import recorded_speedup
     shown = []
     for target in t.best:
         x = recorded_speedup(t, target)
@@ -184,7 +184,7 @@ def import_command(args) -> int:
 
 # ---------------------------------------------------------------- best
 def best_command(args) -> int:
-    from kevolve.task.best import PromotionError, promote
+    from kevolve.report.best import PromotionError, promote
     try:
         done = promote(args.run_dir, force=args.force, task=args.task)
     except TaskError as e:

@@ -10,7 +10,7 @@ buffer twice the LLC, the older way (`timing.CpuClock(mode="llc")`), cost 2.7 ms
 
 The instructions come from a small C library of our own, compiled once per node by the system C compiler
 into the build cache (`library()`), loaded by the worker before its confinement and before any candidate code
-can run (`judge.worker`), so nothing a kernel writes is on its path.
+can run (`judge.worker.serve`), so nothing a kernel writes is on its path.
 
 Guarantees: `Evictor.evict(tensors)` returns only once every line of those tensors' bytes was flushed and the
 flushes were fenced; it counts the bytes (`Evictor.bytes`), so a test can show that the work follows the

@@ -25,7 +25,7 @@ Guarantees:
   compiled reference off for the task in this evaluator (`Fused.off`, said in the log) and eager is used;
 - a compile or run error of either turns that part off for the task (eager from then on), said in the log —
   except running out of device memory, which goes on to the harness as it does from eager code;
-- the harness uses compiled checks only where the worker is Landlock-confined (`judge.confine`): the
+- the harness uses compiled checks only where the worker is Landlock-confined (`judge.worker.confine`): the
   evaluator's Inductor and Triton caches are then out of a kernel's reach.
 Not guaranteed: the compiled reference is as fast on every task (an operation Inductor cannot fuse runs as
 eager's does: matmul and convolution call the same libraries).

@@ -20,11 +20,11 @@ persistent kernel or a thread; the stream term keeps a call from timing faster t
 
 On the CPU there is no launch overhead to remove: a sample is the wall time of one call (monotonic clock)
 after the call was made cold: every buffer the harness hands it (inputs; a kernel's outputs and workspace)
-evicted from every cache level, line by line (`judge.evict`; `CpuClock`), so its reads come from DRAM.
+evicted from every cache level, line by line (`judge.worker.evict`; `CpuClock`), so its reads come from DRAM.
 
 What a number does not mean: stable across machines or a busy GPU — compare ratios measured side by side,
 interleaved, in one worker. The verification of timed calls (fresh inputs per call, outputs poisoned
-before and checked after every call) is `judge.session` and `judge.timed`; this module only measures.
+before and checked after every call) is `judge.worker.session` and `judge.evaluator.timed`; this module only measures.
 """
 from __future__ import annotations
 
@@ -151,12 +151,12 @@ def capture_stream():
 
 class CpuClock:
     """Wall time of one call after the call is made cold. `lines` (the default): every buffer the harness hands
-    the contender is evicted from every cache level (`judge.evict`), at a cost proportional to those bytes;
+    the contender is evicted from every cache level (`judge.worker.evict`), at a cost proportional to those bytes;
     `llc` (`resources.cpu_flush=llc`, the older way): a buffer of 2 × the last-level cache (at most
     `LLC_FLUSH_CAP`) is rewritten before every call, which also evicts what the contender allocates itself, at a
     cost that grows with the host's cache (99 ms a call on a 300 MiB L3). Either runs on the calling thread alone:
     torch's `fill_` splits a fill over its intra-op threads, and on a loaded machine the main thread then spins at
-    the pool's barrier for a preempted helper — noise that the outside clock's under bound (`judge.outside`) would
+    the pool's barrier for a preempted helper — noise that the outside clock's under bound (`judge.evaluator.outside`) would
     charge to the kernel. `flushed_bytes` and `flush_s` count the eviction's work."""
 
     def __init__(self, evictor=None, mode: str = "lines"):

@@ -7,7 +7,7 @@ compares every input set exactly with its own draw, computes each set's float64 
 every checked call's outputs to it within tolerance, checks that no guard was written, and only then asks for
 the next round. The number of rounds is fixed by the worker before the first timed call (`session.plan_rounds`).
 `floor_verdict` is the rule for a time the hardware cannot deliver. Every round is also measured from outside
-(`judge.outside`): its wall time and the worker's CPU time on the evaluator's side; besides the counted rounds,
+(`judge.evaluator.outside`): its wall time and the worker's CPU time on the evaluator's side; besides the counted rounds,
 one probe round per checked kernel before them with its calls left out, and one after them with every call
 left out; never counted, every kernel call in them checked like the rest; a reported time the outside clock refutes is a
 failure naming the bound, a near miss `Timed.near` (the caller times the configuration again).
@@ -23,10 +23,12 @@ import collections
 import secrets
 from dataclasses import dataclass, field
 
-from kevolve.judge import exchange, outside, session, timing
-from kevolve.judge.checks import Checker
+from kevolve.judge import exchange
+from kevolve.judge.evaluator import outside
+from kevolve.judge.worker import session, timing
+from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.options import Options
-from kevolve.judge.process import WorkerDied, WorkerProcess
+from kevolve.judge.evaluator.process import WorkerDied, WorkerProcess
 from kevolve.task.spec import Case
 
 FLOOR_REJECT, FLOOR_MIN_MS = 0.8, 0.020   # under 0.8× a floor of at least 20 µs: impossible, not fast
@@ -54,7 +56,7 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
                 baselines: tuple[str, ...], other: bool = False, baseline_ms: float | None = None,
                 kernel: bool = True) -> Timed:
     """Times the kernel (and the `other` kernel, for `harness.compare`) and `baselines` on `cfg`, every
-    kernel call checked, every round also timed from outside (`judge.outside`). A wrong timed call or a time
+    kernel call checked, every round also timed from outside (`judge.evaluator.outside`). A wrong timed call or a time
     the outside clock refutes is `Timed.failure`, a near miss of it `Timed.near`; a worker error raises
     `WorkerDied`. `kernel=False` times the baselines alone, in a worker that has not loaded the kernel yet
     (`harness._judge`): no code of the candidate has run in that process, so nothing checks them from outside."""

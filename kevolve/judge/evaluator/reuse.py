@@ -9,9 +9,9 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from kevolve.judge.fused import Fused
+from kevolve.judge.evaluator.fused import Fused
 from kevolve.judge.options import Options
-from kevolve.judge.process import WorkerProcess
+from kevolve.judge.evaluator.process import WorkerProcess
 from kevolve.judge.results import Measurement, Stats
 
 LAUNCH_BOUND_MS = 0.005     # device time under 5 µs: launch cost (several µs) is of the same order
@@ -70,7 +70,7 @@ class References:
 
 @dataclass(frozen=True)
 class Baselines:
-    """The torch baselines' times on one configuration, as `judge.timed` measured them: per-call samples
+    """The torch baselines' times on one configuration, as `judge.evaluator.timed` measured them: per-call samples
     (device time on CUDA), synced latency samples, the clock each was timed on, and notes (a failed compile)."""
     samples: dict
     latency: dict
@@ -155,7 +155,7 @@ class Reuse:
         self.phases = None                # the latest judgement's or comparison's `Phases` (its `snapshot`)
 
     def fused(self, task, device: str):
-        """The task's compiled checks on `device` (`judge.fused.Fused`), compiled once for every judgement."""
+        """The task's compiled checks on `device` (`judge.evaluator.fused.Fused`), compiled once for every judgement."""
         key = (task.name, str(task.dir), device)
         if key not in self.compiled:
             self.compiled[key] = Fused(task, device)

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from kevolve.judge.gpu_lock import DeviceLock
+from kevolve.judge.evaluator.gpu_lock import DeviceLock
 
 
 class Phases:
@@ -19,13 +19,13 @@ class Phases:
     (interleaved timing, verification included) and, inside it,
     `setup` (buffers, warm-up, graph capture), `round` (the worker's timed rounds) and `inputs` (the exact input
     comparison); inside `reference`, `expected` (float64 references computed) and `outputs` (outputs compared
-    with them; both compiled where `judge.fused` is on). Nested phases count in both. Tells where a slow
+    with them; both compiled where `judge.evaluator.fused` is on). Nested phases count in both. Tells where a slow
     judgement goes. Phases named `worker …` are the worker's own account of its timing commands (`add`: buffers
     filled, poisoned, timed calls, export); a diagnostic inside `setup` and `round`, never a verdict's input (a
     kernel could forge them).
 
     With a device lock (`gpu`, set once the worker names its GPU) the phases that put work on the device hold
-    it (`GPU_PHASES`; `judge.gpu_lock`), and the seconds spent waiting for it are the phase `gpu wait`. Only
+    it (`GPU_PHASES`; `judge.evaluator.gpu_lock`), and the seconds spent waiting for it are the phase `gpu wait`. Only
     the worker's timing commands hold it exclusively (`setup`: warm-up, capture, the graphs' first replays;
     `round`: one timed round): the verification between rounds (`reference`, `inputs`) is shared, so another
     evaluator on the same GPU checks its candidate while this one verifies, never while it times."""

@@ -1,24 +1,24 @@
 """The harness: judges one kernel on one shape set, truthfully.
 
 `evaluate(task, source, options)` runs the static rules, builds, then `judge`s the library: a fresh worker
-process (`kevolve.judge.worker`, no secrets in its environment) loads it and, for every configuration, is asked for
+process (`kevolve.judge.worker.serve`, no secrets in its environment) loads it and, for every configuration, is asked for
 three calls — new buffers, the same buffers with new contents, a second set of buffers — each with outputs
 and workspace poisoned with NaN. This process draws the same inputs, computes the reference in float64 on
 its own device, compares the worker's inputs with its own bit for bit after every call, and checks the
 outputs: every element written, finite where the reference is, within tolerance. Only a kernel correct on
 every configuration is timed, interleaved with torch eager and torch.compile on the same inputs (see
-`judge.timing`).
+`judge.worker.timing`).
 
 Guarantees: the reference never exists in the worker; a crash, CUDA error or hang of the worker is a
 verdict (`crash`, `timeout`) and the next evaluation starts a new worker; nothing the candidate prints can
 be mistaken for the protocol. `Evaluation.failure` says what failed, where, and by how much.
-Before any worker loads a C-ABI library, `judge.symbols` checks its imports and load-time code (verdict stage
-`symbols`); the worker confines itself before loading it (`judge.confine`); the worker's whole process
+Before any worker loads a C-ABI library, `judge.static.symbols` checks its imports and load-time code (verdict stage
+`symbols`); the worker confines itself before loading it (`judge.worker.confine`); the worker's whole process
 group ends with the judgement, and a worker that dies at teardown turns a pass into a `teardown` crash.
 Not guaranteed: timing stability on a loaded machine; protection from a candidate that attacks the worker's
 Python objects in memory by pointer arithmetic (no static layer sees it; the outputs are still checked here, in
-the evaluator, and the times it reports are bounded by the evaluator's outside clock, `judge.outside`, within
-that module's limits; the clock's own guarantees are `judge.timing`'s).
+the evaluator, and the times it reports are bounded by the evaluator's outside clock, `judge.evaluator.outside`, within
+that module's limits; the clock's own guarantees are `judge.worker.timing`'s).
 """
 from __future__ import annotations
 
@@ -29,14 +29,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from kevolve.judge import build as builder
-from kevolve.judge import baseline_cache, exchange, gpu_lock, noise, precompile, rules, symbols, timed
-from kevolve.judge.checks import Checker
-from kevolve.judge.fused import Fused
+from kevolve.judge import exchange
+from kevolve.judge.evaluator import baseline_cache, gpu_lock, noise, precompile, timed
+from kevolve.judge.static import rules, symbols
+from kevolve.judge.evaluator.checks import Checker
+from kevolve.judge.evaluator.fused import Fused
 from kevolve.judge.options import Options
-from kevolve.judge.phases import Phases
-from kevolve.judge.process import WorkerDied, WorkerProcess
+from kevolve.judge.evaluator.phases import Phases
+from kevolve.judge.evaluator.process import WorkerDied, WorkerProcess
 from kevolve.judge.results import Comparison, Evaluation, Measurement, Stats
-from kevolve.judge.reuse import Baselines, BaselineTimes, Reuse
+from kevolve.judge.evaluator.reuse import Baselines, BaselineTimes, Reuse
 from kevolve.progress import bar
 from kevolve.task.spec import Task
 
@@ -267,16 +269,16 @@ def _threads_after_seal(options: Options) -> bool:
 
 def _cold(options: Options) -> dict:
     """How the worker's CPU clock makes a timed call cold (`timing.CpuClock`): the mode, and the evictor's library
-    (`judge.evict`, built once per node) for `lines`."""
+    (`judge.worker.evict`, built once per node) for `lines`."""
     if options.target != "cpu":
         return {"strict_cuda": options.strict_cuda}
-    from kevolve.judge import evict
+    from kevolve.judge.worker import evict
     return {"cpu_flush": options.cpu_flush,
             "evict": evict.library(options.cache_dir) if options.cpu_flush == "lines" else None}
 
 
 def _fused(task, options: Options, reuse: Reuse | None, info: dict):
-    """The compiled checks (`judge.fused`) where `options.compiled_checks` asks for them — auto: on CUDA, for an
+    """The compiled checks (`judge.evaluator.fused`) where `options.compiled_checks` asks for them — auto: on CUDA, for an
     evaluator that keeps them across judgements (a search's; one judgement alone would pay the compile for
     little) — and only for a Landlock-confined worker: the evaluator's Inductor and Triton caches must be out of
     a kernel's reach. None: eager checks."""
@@ -339,7 +341,7 @@ def _time_all(worker: WorkerProcess, task: Task, configs, measurements: list[Mea
     otherwise they are timed interleaved with it and each counts at the faster of that and its `clean` time
     from before the kernel loaded (`_time_baselines`), so a kernel that slows torch in its own process gains
     nothing by it. The rounds are fixed from the baselines' time, never the kernel's.
-    Every timed call of the kernel is checked (`judge.timed`); a time under 0.8× the memory floor is a
+    Every timed call of the kernel is checked (`judge.evaluator.timed`); a time under 0.8× the memory floor is a
     rejection, one under the floor is timed again. Returns the measurements, the configuration that failed
     (a wrong timed call, an impossible time), whether baseline times were reused, and the speedup's 95%
     bootstrap interval."""
@@ -411,7 +413,7 @@ def _settle() -> None:
 
 
 def noisy_bound(failure: str) -> bool:
-    """An outside-clock bound that rests on two rounds' CPU or wall times agreeing (`judge.outside`, bounds 2 and
+    """An outside-clock bound that rests on two rounds' CPU or wall times agreeing (`judge.evaluator.outside`, bounds 2 and
     3): a busy machine can break it for an honest worker — on this project's 2-core machine, with a test run
     beside it, an honest kernel's counted rounds burned 13 ms more main-thread CPU than its probe, 0.45 ms of
     kernel calls among them (most of it torch's pool spinning in the cache flush, single-threaded since). Such a
@@ -443,7 +445,7 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
     the best only if `Comparison.faster == "a"` (a = candidate, b = incumbent). The result is made once the
     worker is closed: a worker that dies by a signal at teardown (or does not exit when asked) makes it a
     failure, as `judge` makes such a pass a `teardown` crash. `reuse`: the evaluator's state, whose compiled
-    checks (`judge.fused`) it uses."""
+    checks (`judge.evaluator.fused`) it uses."""
     start = time.perf_counter()
     configs = task.configs(options.shapes)
     files = Path(tempfile.mkdtemp(prefix="kevolve-", dir=exchange.files_root()))

@@ -12,7 +12,7 @@ or a reason (`symbol: ...`) when the library
   access-policy window), the persisting-L2 limit are rejected whatever the source spelled (a macro, an asm
   label, a header's inline function). An access-policy window passed as a launch attribute to
   `cudaLaunchKernelExC` imports nothing new: the static rules (`persisting-l2`) and the worker's reset of
-  the persisting-L2 set-aside around each timed round (`judge.l2`) are the layers for it;
+  the persisting-L2 set-aside around each timed round (`judge.worker.l2`) are the layers for it;
 - runs code at load or unload: an `.init_array`/`.fini_array`/`.ctors`/`.dtors`/`.preinit_array` entry other
   than the toolchain's own (`frame_dummy`, `__do_global_dtors_aux`, nvcc's `__sti____cudaRegisterAll`) — a
   global object with a constructor or destructor, `__attribute__((constructor))` however spelled;
@@ -30,8 +30,8 @@ seed of every task imports only `__cudaRegister*`, `__cudaPush/PopCallConfigurat
 (nvcc's registration stub calls it; the token rules still forbid `exit` in user code, and a worker that
 exits is a crash verdict).
 Not guaranteed: what the code does with addresses it computes from data it holds — a PLT slot of its own
-library after a call, `stdout` (libc's data), its own static arrays; the worker's confinement (`judge.confine`)
-and the evidence of what it refuses (`judge.evidence`) are the layers for that.
+library after a call, `stdout` (libc's data), its own static arrays; the worker's confinement (`judge.worker.confine`)
+and the evidence of what it refuses (`judge.evaluator.evidence`) are the layers for that.
 The torch ABI (an importer format that links libtorch and Python by construction) is not checked here.
 """
 from __future__ import annotations
@@ -113,7 +113,7 @@ def check(lib: str, target: str) -> str | None:
     if taken:
         return ("symbol: the library takes the address of " + ", ".join(f"`{n}`" for n in taken[:6]) + " as data "
                 "(a data relocation, not a call): a function's address used as data reaches every other function of "
-                "its library (`judge.reach`) — call it instead")
+                "its library (`judge.static.reach`) — call it instead")
     extra = [e for e in init_entries(lib) if not INIT_OK.match(e)]
     if extra:
         return ("symbol: the library runs code at load or unload time (" + ", ".join(extra[:4]) + "): global "
@@ -141,7 +141,7 @@ def allowed(name: str, target: str) -> bool:
 
 
 def _why(name: str) -> str:
-    from kevolve.judge.rules import VOCABULARY, _forbidden
+    from kevolve.judge.static.rules import VOCABULARY, _forbidden
     rule = _forbidden(name, False) or _forbidden(re.sub(r"^__|_chk$|64$", "", name), False)
     if rule:
         return f"{rule}: {VOCABULARY[rule][0]}"

@@ -4,7 +4,7 @@ Judges one kernel file on one task: prints a table per configuration (eager, com
 fraction of the memory floor, error), then, as the last line of stdout, one JSON object (`Evaluation.summary`).
 Exit status: 0 correct, 1 rejected (any reason), 2 bad usage (unknown task, missing file, bad value).
 Defaults: target=cuda when a GPU is visible, else cpu; shapes=bench on cuda, small on cpu; compiled_checks=auto
-(eager checks: one judgement would pay torch.compile's compile for little; `on` compiles them, judge/fused.py);
+(eager checks: one judgement would pay torch.compile's compile for little; `on` compiles them, judge/evaluator/fused.py);
 timing effort per target (`EFFORT`): on cuda 100 calls per contender and configuration, every (shape, init)
 timed; on cpu 50 calls, one init per shape timed (as a search times: every configuration is still checked for
 correctness) — one CPU seed on `small` in about a minute on 2 cores. `time_inits=all reps=100` restores the rest.
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"{e}\n{USAGE}" if "usage" not in str(e) else str(e), file=sys.stderr)
         return 2
-    from kevolve.judge.harness import evaluate
+    from kevolve.judge.evaluator.harness import evaluate
     from kevolve.report.tables import evaluation_report
     ev = evaluate(task, path.read_text(), options)
     print(evaluation_report(ev))

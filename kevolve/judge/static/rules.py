@@ -7,7 +7,7 @@ load time, binding names to other symbols, or (in the C ABI) reaching into torch
 Two passes. On the raw text (comments and literals blanked): includes against an allow-list per target and
 ABI, and the directives that could smuggle code past the second pass (`##`, `#include_next`, `#import`,
 macro stacking, `#line` and GNU line markers, which would make user code look like a system header's).
-Then on the *preprocessed* token stream (`judge.tokens`: the toolchain's own preprocessor with the build's
+Then on the *preprocessed* token stream (`judge.static.tokens`: the toolchain's own preprocessor with the build's
 flags, then a real C++ tokenizer): every identifier of the user's file (tokens of system headers are skipped
 by the line markers, but a header's macro expanded in user code is user code) is looked up in the
 vocabulary below — any use, not only `name(`: taking its address, `(f)(x)`, a `(` on the next line, a
@@ -18,24 +18,24 @@ macro; members (`x.open`, `p->write`) are not uses, except the fields of an acce
 `#pragma`s outside an allow-list (`#pragma weak`, `redefine_extname` bind names).
 
 A library's own structures are vocabulary too (`library-walk`: `Elf64_*`, `link_map`, `DT_*`, `PT_*`, the
-auxiliary vector, the ELF structs' field names as members), and `judge.reach` reads the same tokens for a
+auxiliary vector, the ELF structs' field names as members), and `judge.static.reach` reads the same tokens for a
 function's address used as data (cast to an integer or a byte pointer, stepped, copied, punned), data made
 callable, /proc paths, the ELF magic and forbidden names in strings.
 
 Guarantees: `check(source, target, abi)` returns a `Verdict`; `ok=False` carries every violated rule with its
 reason and line number. Not guaranteed: that a kernel which passes is harmless — C reaches any function by
-address arithmetic from any pointer it holds, which no rule sees whole (`judge.reach` says which spellings pass;
+address arithmetic from any pointer it holds, which no rule sees whole (`judge.static.reach` says which spellings pass;
 `tests/adversarial/cpu/slows_torch.cpp` passes every rule). The symbol check of the built library
-(`judge.symbols`), the worker's confinement (`judge.confine`) and the evidence of what it refused
-(`judge.evidence`) are the next layers; no layer is trusted alone.
+(`judge.static.symbols`), the worker's confinement (`judge.worker.confine`) and the evidence of what it refused
+(`judge.evaluator.evidence`) are the next layers; no layer is trusted alone.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from kevolve.judge import reach
-from kevolve.judge import tokens as lex
+from kevolve.judge.static import reach
+from kevolve.judge.static import tokens as lex
 
 # rule -> (reason, forbidden identifiers, forbidden identifier prefixes)
 VOCABULARY: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {
@@ -133,7 +133,7 @@ VOCABULARY: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {
     "python": ("calls into the Python interpreter", frozenset(), ("Py", "_Py")),
     # a library's own structures: how a kernel that holds one function's address finds every other (issue 37: from
     # an allowed libc function to dl_iterate_phdr to the interpreter's PyRun_SimpleString). The fields are uses
-    # as members too (`MEMBERS_FORBIDDEN`). See also `judge.reach`: addresses used as data, the ELF magic, /proc
+    # as members too (`MEMBERS_FORBIDDEN`). See also `judge.static.reach`: addresses used as data, the ELF magic, /proc
     "library-walk": ("reads the dynamic linker's or a library's own structures (ELF headers, program headers, "
                      "dynamic sections, symbol tables, link maps, the auxiliary vector): a kernel calls functions, "
                      "it never looks them up",
@@ -551,4 +551,4 @@ def _include_problem(kind: str, header: str, target: str, abi: str) -> str | Non
         return None
     if target == "cuda" and (header in CUDA_INCLUDES or header.startswith(CUDA_INCLUDE_PREFIXES)):
         return None
-    return f"<{header}> is not on the allowed list for target={target} (see kevolve.judge.rules)"
+    return f"<{header}> is not on the allowed list for target={target} (see kevolve.judge.static.rules)"

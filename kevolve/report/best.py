@@ -11,7 +11,7 @@ times, speedups).
 
 Guarantees: nothing is written unless the run finished with a confirmed correct best; an existing best of the
 same target with a higher recorded speedup (or none recorded) is kept unless `force`, the message giving both;
-the .md holds no secret — the config and the command pass `tracking.scrub` (values of keys that name a secret,
+the .md holds no secret — the config and the command pass `record.scrub` (values of keys that name a secret,
 and of secret-named environment variables), and the whole text once more.
 Not guaranteed: that two speedups compare (another device, another shape set: the refusal names both devices).
 """
@@ -65,7 +65,7 @@ def promote(run_dir: str | Path, force: bool = False, task: str | Path | None = 
     """Writes the run's confirmed best into its task's best/ (see the module's docstring); `task` (a name or a
     folder) overrides the task folder the run's config names."""
     from kevolve.judge.results import Evaluation
-    from kevolve.search.store import DB_NAME, Store, StoreError
+    from kevolve.record.store import DB_NAME, Store, StoreError
     run_dir = Path(run_dir).resolve()
     if not (run_dir / DB_NAME).is_file():
         raise PromotionError(f"{run_dir} is not a run directory (no {DB_NAME}): give the directory a search wrote "
@@ -145,7 +145,7 @@ def _source_bytes(run_dir: Path, target: str, source: str) -> bytes:
 # ---------------------------------------------------------------- the .md
 def notes_text(task: Task, ev, record, meta: dict, run_dir: Path, counts: dict[str, int]) -> str:
     """The best's .md: front matter (its numbers), the command, the configuration, the per-configuration table."""
-    from kevolve.tracking.scrub import scrub, scrub_text
+    from kevolve.record.scrub import scrub, scrub_text
     config = scrub(meta.get("config") or {})
     command = [str(a) for a in scrub(meta.get("command") or _hydra_overrides(run_dir) or [])]
     changed = overrides(config)
@@ -246,7 +246,7 @@ def _hydra_overrides(run_dir: Path) -> list[str]:
         got = yaml.safe_load(path.read_text()) if path.is_file() else None
     except yaml.YAMLError:
         return []
-    from kevolve.search.store import redact_arg
+    from kevolve.record.store import redact_arg
     return [redact_arg(str(a)) for a in got] if isinstance(got, list) else []
 
 

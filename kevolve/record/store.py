@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from kevolve.judge.results import Evaluation
 from kevolve.messages import Candidate, Outcome, Status
-from kevolve.search.dedupe import source_hash
+from kevolve.record.dedupe import source_hash
 
 DB_NAME = "kevolve.db"
 SCHEMA_VERSION = 2

@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any, Mapping
 
-from kevolve.search.store import redact
+from kevolve.record.store import redact
 
 _SECRET_ENV = re.compile(r"api[_-]?key|passw(or)?d|secret|credential|private[_-]?key|token", re.I)
 MIN_SECRET = 8

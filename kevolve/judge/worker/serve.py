@@ -1,6 +1,6 @@
 """The worker: the only process in which a candidate's code runs.
 
-Started by `kevolve.judge.process` as `python -m kevolve.judge.worker` with an environment holding no secrets. It speaks
+Started by `kevolve.judge.evaluator.process` as `python -m kevolve.judge.worker` with an environment holding no secrets. It speaks
 JSON lines on a private pipe (the candidate's own prints go to stderr), and it never sees a reference output:
 it draws the inputs itself (from the task's seeded generators), calls the kernel, and hands back the outputs
 (CUDA IPC handles to its buffers when the evaluator can open them, else files), and its inputs the same way
@@ -11,7 +11,7 @@ the first request, so a spare worker is ready), `set_configs`, `ipc_probe` / `se
 travel), `prepare` (torch.compile the baselines), `seal` (no new process from here on), `load` (the library),
 `check` (one correctness call), `release` (free the correctness buffers), `load_other` (a second kernel, for
 paired comparison), `time_setup` / `time_round` / `time_end` (one configuration's timing session,
-`judge.session`: kernel and torch baselines interleaved, every kernel call checked), `exit`. Every answer is
+`judge.worker.session`: kernel and torch baselines interleaved, every kernel call checked), `exit`. Every answer is
 one JSON object; an exception becomes `{"error": ...}`.
 A crash or hang kills only this process; the evaluator turns it into a verdict.
 """
@@ -26,7 +26,7 @@ import time
 import traceback
 from pathlib import Path
 
-from kevolve.judge.buffers import allocate, overruns, poison_all
+from kevolve.judge.worker.buffers import allocate, overruns, poison_all
 
 
 def fingerprint(t) -> str:
@@ -51,7 +51,7 @@ class Worker:
         self.compiled = {}
         self.session = None                         # the timing session (`time_setup` .. `time_end`)
         self.ipc = False                            # outputs through CUDA IPC (set_exchange) or files
-        self.evictor = None                         # the CPU clock's cache-line evictor (`judge.evict`)
+        self.evictor = None                         # the CPU clock's cache-line evictor (`judge.worker.evict`)
         self.cpu_flush = "lines"
 
     # ------------------------------------------------------------------ commands
@@ -61,7 +61,7 @@ class Worker:
         """Loads the task and the kernel `lib`, confined first; `also`: libraries loaded later by `load_other`
         (`harness.compare`), which the confinement must let this process read. `load=False` leaves the kernel
         for `load`, after `prepare` and `seal` (the harness's order: the kernel's code runs only sealed).
-        `evict`: the evictor's library (`judge.evict`), loaded here, before the confinement and any candidate code,
+        `evict`: the evictor's library (`judge.worker.evict`), loaded here, before the confinement and any candidate code,
         for the CPU clock's `cpu_flush` mode `lines`. `strict_cuda=False` (the default until the strict order has
         passed the gpu tests on an H200, `Options.strict_cuda`): on CUDA the driver starts before the confinement,
         as it long did, so its threads predate Landlock (seccomp still covers them)."""
@@ -74,7 +74,7 @@ class Worker:
         self.task = load_task(task_dir)
         self.cpu_flush = cpu_flush
         if target == "cpu" and cpu_flush == "lines":
-            from kevolve.judge.evict import Evictor
+            from kevolve.judge.worker.evict import Evictor
             if evict:
                 self.evictor = Evictor(evict)
             else:
@@ -101,7 +101,7 @@ class Worker:
     def _start_cuda(self) -> None:
         """The CUDA driver and runtime started (their threads with them), and the runtime's handle found once."""
         import torch
-        from kevolve.judge import l2
+        from kevolve.judge.worker import l2
         torch.cuda.init()
         torch.empty(1, device="cuda")
         l2.cudart()
@@ -122,7 +122,8 @@ class Worker:
                 getattr(async_compile, "shutdown_compile_workers", lambda: None)()
             except Exception:                       # noqa: BLE001 — no workers to end
                 pass
-        from kevolve.judge import confine, cpus
+        from kevolve.judge import cpus
+        from kevolve.judge.worker import confine
         if self.target == "cuda" and not threads:   # the seal refuses new threads there: torch's CPU pool now
             import torch
             torch.ones(1 << 22).sum()
@@ -142,15 +143,15 @@ class Worker:
         return TorchKernel(mod, self.task)
 
     def _confine(self, libs: list[str], target: str) -> dict:
-        """Confines this process (`judge.confine`) before the kernel loads: it may read the system, Python,
+        """Confines this process (`judge.worker.confine`) before the kernel loads: it may read the system, Python,
         the CUDA toolkit, the task and its own libraries' folders, and write only its private temporary
         directory and the output-exchange folder."""
         from kevolve import ROOT
-        from kevolve.judge import confine
+        from kevolve.judge.worker import confine
         from kevolve.judge.build import cuda_home
         tmp = os.environ.get("TMPDIR", "")
         if not Path(tmp, ".kevolve-worker").exists():
-            raise RuntimeError("the worker has no private TMPDIR (start it through judge.process.WorkerProcess)")
+            raise RuntimeError("the worker has no private TMPDIR (start it through judge.evaluator.process.WorkerProcess)")
         root = str(ROOT.resolve())
         readable = [str(self.task.dir), *(os.path.dirname(os.path.realpath(lib)) for lib in libs), cuda_home(), sys.prefix,
                     sys.base_prefix, sys.exec_prefix, str(ROOT / "kevolve"), str(ROOT / "tasks")]
@@ -218,12 +219,12 @@ class Worker:
     def time_setup(self, config: int, baselines: list[str], seed: int, calls: int, reps: int,
                    budget_s: float | None = None, baseline_ms: float | None = None, other: bool = False,
                    kernel: bool = True) -> dict:
-        """Starts one configuration's timing session (`judge.session`): buffers for `calls` calls per round,
+        """Starts one configuration's timing session (`judge.worker.session`): buffers for `calls` calls per round,
         warm-up of every contender on inputs drawn from `seed` (sent now, after the kernel is loaded),
         CUDA graphs captured. Replies with the rounds to run (fixed now), the clock per contender and the
         warm-up's outputs to check. `kernel=False`: the baselines alone, before any kernel is loaded (the
         harness times them so, where no code of a candidate has run)."""
-        from kevolve.judge.session import WARMUP_SETS, Session, calls_for, plan_rounds, set_bytes
+        from kevolve.judge.worker.session import WARMUP_SETS, Session, calls_for, plan_rounds, set_bytes
         self._end_session()
         t0 = time.perf_counter()
         notes = self.prepare(config, baselines)["notes"] if baselines else {}
@@ -259,7 +260,7 @@ class Worker:
     def time_round(self, variants: list[int], hollow: list[str] | None = None) -> dict:
         """One round of the session: every contender timed interleaved on inputs `variants`; the kernels'
         outputs of every call come back to be checked. `hollow`: contenders left out of a probe round of the
-        evaluator's outside clock (`judge.outside`)."""
+        evaluator's outside clock (`judge.evaluator.outside`)."""
         return self.session.run_round(variants, hollow or ())
 
     def time_upload(self) -> dict:
@@ -296,8 +297,9 @@ class Worker:
 
     def _export(self, outputs: dict, config: int, variant) -> dict:
         """`exchange.export` of a correctness call's buffers. CUDA IPC cannot share the edge call's buffers, which
-        the driver mapped apart (`judge.vmm`): those go as copies, kept alive until the next correctness call."""
-        from kevolve.judge import exchange, vmm
+        the driver mapped apart (`judge.worker.vmm`): those go as copies, kept alive until the next correctness call."""
+        from kevolve.judge import exchange
+        from kevolve.judge.worker import vmm
         if self.ipc and any(vmm.owns(t) for t in outputs.values()):
             outputs = {n: t.clone() if vmm.owns(t) else t for n, t in outputs.items()}
             self.copies.append(outputs)
@@ -312,7 +314,7 @@ class Worker:
         return {"n": len(self._configs)}
 
     def _allocate(self, sizes: dict, edge: str = "") -> dict:
-        """One guarded buffer set for this task on this device (`judge.buffers.allocate`)."""
+        """One guarded buffer set for this task on this device (`judge.worker.buffers.allocate`)."""
         return allocate(self.task, self.device, sizes, edge)
 
     def _baseline(self, which: str, cfg, probe_args: list | None, notes: dict):
@@ -346,7 +348,7 @@ class Worker:
             torch.cuda.synchronize()
 
     def _bandwidth(self) -> float:
-        from kevolve.judge import timing
+        from kevolve.judge.worker import timing
         return timing.copy_bandwidth(self.device)
 
 
@@ -422,7 +424,7 @@ def main() -> None:
     from kevolve.judge import cpus
     cpus.pin_from_env()                              # before any thread starts: every later one inherits it
     import torch  # noqa: F401  (before the first request: a spare worker is ready when it is handed work)
-    import kevolve.task.abi, kevolve.task.spec, kevolve.judge.timing  # noqa: F401,E401
+    import kevolve.task.abi, kevolve.task.spec, kevolve.judge.worker.timing  # noqa: F401,E401
     gc.freeze()             # the imports' objects out of the collector's reach: its later passes scan only what comes after
     proto = os.fdopen(os.dup(1), "w", buffering=1)   # the protocol pipe
     os.dup2(2, 1)                                    # the candidate's printf goes to stderr

@@ -13,7 +13,7 @@ Guarantees: every token of the main file is marked `user=True` with its line in 
 from headers and the command line is not lexed: each stretch of it is one `header` token (`user=False`), which
 tells the rules that user code is not contiguous there. A source that does not preprocess gives `PreprocessError` with the
 compiler's message (the build would fail the same way). Not guaranteed: meaning — this is lexing, not
-parsing; the rules built on it (`judge.rules`) decide what a token sequence means.
+parsing; the rules built on it (`judge.static.rules`) decide what a token sequence means.
 """
 from __future__ import annotations
 

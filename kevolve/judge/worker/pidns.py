@@ -1,6 +1,6 @@
 """Runs the worker in a PID namespace of its own, with a /proc of its own, under a small init.
 
-    python -s kevolve/judge/pidns.py PROGRAM [ARG ...]      (as the evaluator starts it: `process.WorkerProcess`)
+    python -s kevolve/judge/worker/pidns.py PROGRAM [ARG ...]      (as the evaluator starts it: `process.WorkerProcess`)
 
 Run as a script (standard library only, no `kevolve` import: it starts for every worker), it is three processes:
 - the *relay* (this script as started, in the evaluator's namespace, the process group's leader): it unshares a

@@ -4,7 +4,7 @@ structures named in strings or numbers.
 C reaches any function of any loaded library from the address of one it may call: cast it to an integer or a
 byte pointer, step back to the library's ELF header, walk its dynamic section to the symbol table, and look up
 `dl_iterate_phdr`, then the interpreter's `PyRun_SimpleString` (issue 37: a kernel did exactly this and rewrote
-its worker's clock). `violations(toks)` reads the user's preprocessed tokens (`judge.tokens`) and returns
+its worker's clock). `violations(toks)` reads the user's preprocessed tokens (`judge.static.tokens`) and returns
 (rule, line, reason) for:
 - `function-address`: a function designator — a name the file calls or launches, a library function, a
   variable or parameter declared as a function pointer or assigned one, `stdout`/`stderr` — that is cast to an
@@ -24,9 +24,9 @@ reads tokens, not types or data flow. A template parameter that receives a funct
 `template<class T> uintptr_t addr(T t)`), a function pointer laundered through an array or a struct, a data
 pointer the kernel holds legitimately (a static array's address, the stack, a freed heap chunk, which holds
 libc's own pointers) stepped back to its library's header with byte compares, and a name matched by hash
-rather than by string all pass here. The symbol check (`judge.symbols`) rejects an imported function's address
+rather than by string all pass here. The symbol check (`judge.static.symbols`) rejects an imported function's address
 taken as data whatever the spelling (a data relocation in the library); the confinement and its evidence
-(`judge.confine`, `judge.evidence`) are what holds after that.
+(`judge.worker.confine`, `judge.evaluator.evidence`) are what holds after that.
 """
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def _variables(user: list) -> set[str]:
 
 @lru_cache(maxsize=1)
 def _library_functions() -> frozenset[str]:
-    from kevolve.judge import rules, symbols
+    from kevolve.judge.static import rules, symbols
     names = set(symbols.MEMORY) | set(symbols.CXX) | set(symbols.CUDA) | set(symbols.libm())
     for _, vocabulary, _ in rules.VOCABULARY.values():
         names |= vocabulary
@@ -428,7 +428,7 @@ def _unions(user: list) -> list[tuple[str, int, str]]:
 # ------------------------------------------------------------------ strings and numbers
 def _strings(user: list) -> list[tuple[str, int, str]]:
     """Adjacent string literals joined (as C joins them), then: /proc paths, the ELF magic, a forbidden name."""
-    from kevolve.judge import rules
+    from kevolve.judge.static import rules
     out, i = [], 0
     while i < len(user):
         if user[i].kind != "string":

@@ -6,7 +6,7 @@ near or against memory that faults — a PROT_NONE page, or unmapped device memo
 aligned on the first two calls, not on the third); `poison_all` fills outputs with NaN and the workspace, integer
 outputs and guard zones with fresh random bytes, for many buffer sets in a few device operations; `overruns` /
 `overruns_all` compare the guards bit for bit with what was written into them. Used by the worker's correctness
-calls and by the timing session (`judge.session`); all of it runs in the worker, where the kernel does.
+calls and by the timing session (`judge.worker.session`); all of it runs in the worker, where the kernel does.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from kevolve.judge import vmm
+from kevolve.judge.worker import vmm
 
 if TYPE_CHECKING:
     import torch
@@ -95,7 +95,7 @@ _NO_UNMAPPED_END: list[str] = []        # why page-ended device buffers failed h
 
 def page_ended(elements: int, dtype, device: str, keep: list) -> "torch.Tensor":
     """A tensor of `elements` on `device` whose last byte is followed by memory that faults when touched: a
-    PROT_NONE page on the CPU, an unmapped granule of device memory on the GPU (`judge.vmm`). Its base is the end
+    PROT_NONE page on the CPU, an unmapped granule of device memory on the GPU (`judge.worker.vmm`). Its base is the end
     minus its bytes (`allocate` picks `elements` to place a buffer's base inside it).
     What keeps the memory mapped is appended to `keep`."""
     import torch

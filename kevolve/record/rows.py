@@ -1,6 +1,6 @@
 """One candidate as one flat row: what a tracker logs and a table shows, built from the store's record.
 
-`row(record)` turns a `kevolve.search.store.Record` into a dict of JSON scalars (str, int, float, bool, None):
+`row(record)` turns a `kevolve.record.store.Record` into a dict of JSON scalars (str, int, float, bool, None):
 identity and lineage (id, parents, island, generation, operator, model), status and outcome (correct, compiled,
 fitness, speedups, fraction of the memory floor, the first line of the failure), the static rules' verdict and
 each LLM verifier's (`verifier/<name>`: pass | fail | none) when the record has them, seconds per stage, cost,

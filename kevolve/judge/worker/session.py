@@ -17,7 +17,7 @@ and copied into that call's checked buffers after the round (on the CPU, the mom
 
 Guarantees: the number of rounds is fixed before the first timed call, from `reps` and the baselines'
 warm-up time (never the kernel's); warm-up calls are poisoned and checked like the rest. This module
-measures and hands outputs back; it judges nothing (that is `judge.timed`, in the evaluator).
+measures and hands outputs back; it judges nothing (that is `judge.evaluator.timed`, in the evaluator).
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ import math
 import os
 import time
 
-from kevolve.judge import buffers, exchange, l2, timing
+from kevolve.judge import exchange
+from kevolve.judge.worker import buffers, l2, timing
 
 
 class KernelFailed(RuntimeError):
@@ -182,7 +183,7 @@ class Session:
 
     # ------------------------------------------------------------------ one round
     def run_round(self, variants: list[int], hollow: list[str] | tuple = ()) -> dict:
-        """One round; the contenders named in `hollow` (a probe of `judge.outside`) are replaced by no-ops that
+        """One round; the contenders named in `hollow` (a probe of `judge.evaluator.outside`) are replaced by no-ops that
         cost what everything around their calls costs — the same flushes, graph of flushes, snapshots and
         exports — so that the evaluator's outside clock sees the round without their calls. A hollow round is
         never counted."""

@@ -6,7 +6,7 @@ Guarantees: a reply without the request's nonce (a kernel writing to the protoco
 a command past its timeout raises `WorkerDied` (kind `protocol`, `crash` or `timeout`); the worker's stderr
 tail is kept for the verdict's log. Each worker gets a private temporary directory (TMPDIR, HOME and the
 torch/Triton/CUDA caches point into it, so nothing one candidate writes is read by the next) that the
-worker's confinement (`judge.confine`) makes the only place it may write besides the output exchange.
+worker's confinement (`judge.worker.confine`) makes the only place it may write besides the output exchange.
 `close()` always ends the worker's whole process group — also after a normal exit, so a child the kernel
 left behind dies with the judgement — then every process the worker's lineage left outside the group
 (`_end_orphans`: where seccomp is missing a kernel's child can setsid or setpgid; this process is their
@@ -14,7 +14,7 @@ child subreaper, so they become its children when the worker dies, and the worke
 tells them from any other child), removes the private directory, and returns how the worker ended if that
 was not a clean exit when asked (a death by signal at teardown is a crash verdict, see `harness.judge`).
 Each worker also gets a unix socket on which its seal's seccomp listener comes back (`confine.seal`); a
-`judge.evidence.Supervisor` here answers every call the confinement refuses after the kernel loads and keeps it
+`judge.evaluator.evidence.Supervisor` here answers every call the confinement refuses after the kernel loads and keeps it
 (`forbidden()`), which the harness turns into a rejection.
 Not guaranteed: anything about what the worker computed — `checks` decides that.
 """
@@ -36,10 +36,11 @@ import time
 
 from kevolve import ROOT
 from kevolve.judge import build as builder
-from kevolve.judge.confine import EVIDENCE_ENV, LIMITS_ENV
-from kevolve.judge.evidence import Supervisor
+from kevolve.judge.worker.confine import EVIDENCE_ENV, LIMITS_ENV
+from kevolve.judge.evaluator.evidence import Supervisor
 from kevolve.judge.options import Options
-from kevolve.judge import cpus, pidns
+from kevolve.judge import cpus
+from kevolve.judge.worker import pidns
 from kevolve.judge.sandbox import clean_env
 
 
@@ -161,7 +162,7 @@ class WorkerProcess:
                 return reply
 
     def forbidden(self) -> str | None:
-        """What the kernel tried after it was loaded and the confinement refused (`judge.evidence`), as the
+        """What the kernel tried after it was loaded and the confinement refused (`judge.evaluator.evidence`), as the
         Linux kernel told this process; None if nothing. Complete once the worker has ended (`close`)."""
         return self.evidence.found()
 
@@ -215,7 +216,7 @@ class WorkerProcess:
         return ended
 
 
-PIDNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pidns.py")   # started as a script: see there
+PIDNS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker", "pidns.py")   # started as a script: see there
 
 
 def _worker_in(relay: int) -> int | None:

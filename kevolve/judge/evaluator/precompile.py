@@ -1,7 +1,7 @@
 """torch.compile's baselines compiled by two workers at once, the first time a node compiles a task's shape set.
 
 A worker compiles the torch.compile baseline of every timed shape before the kernel loads (`harness._judge`,
-`Worker.prepare`): on a node whose cache (`judge.baseline_cache`) does not hold them yet, 37-41 s of a 60 s CPU
+`Worker.prepare`): on a node whose cache (`judge.evaluator.baseline_cache`) does not hold them yet, 37-41 s of a 60 s CPU
 judgement of layernorm_bwd's `small` set on 2 cores (17 s for the first shape, which builds Inductor's
 precompiled header, then 1.4 s each). `Precompiler` starts a second worker — the same confinement, environment
 and code, never given a kernel — that compiles the later half of the shapes while the judging worker compiles the
@@ -20,9 +20,9 @@ import hashlib
 import threading
 from pathlib import Path
 
-from kevolve.judge import baseline_cache
+from kevolve.judge.evaluator import baseline_cache
 from kevolve.judge.options import Options
-from kevolve.judge.process import WorkerDied, WorkerProcess
+from kevolve.judge.evaluator.process import WorkerDied, WorkerProcess
 
 MIN_SHAPES = 4           # fewer shapes to compile than this: one worker does it
 
@@ -36,7 +36,7 @@ def _marker(task, options: Options) -> Path:
 def needed(task, options: Options, wanted: list[int]) -> list[int]:
     """The configurations a helper should compile (the later half of `wanted`), or [] when one worker will do:
     too few, the cache unused, or the node has compiled this shape set before."""
-    from kevolve.judge.confine import landlock_abi
+    from kevolve.judge.worker.confine import landlock_abi
     if len(wanted) < MIN_SHAPES or not landlock_abi() or not baseline_cache.enabled(options.cache_dir) \
             or _marker(task, options).exists():
         return []

@@ -43,7 +43,7 @@ same process) needs to run the C++ compiler, ptxas and its own worker processes.
 the baselines are compiled and before the kernel is loaded — dlopen's initialisers and a torch extension's
 module init are the kernel's first code — so no process the kernel could start ever exists; on the CUDA target
 it refuses new threads too. Its listener goes to the evaluator, which so learns of every refused call after
-the kernel loads and rejects the kernel for it (`judge.evidence`). Where the seal
+the kernel loads and rejects the kernel for it (`judge.evaluator.evidence`). Where the seal
 is missing, a process the kernel starts inherits every layer above (seccomp and Landlock cannot be shed,
 capabilities are gone, it cannot leave the process group) and dies with it; where seccomp is missing
 altogether it can leave the group (setsid), and is still ended with the judgement by its mark.
@@ -65,7 +65,8 @@ import struct
 import sys
 from pathlib import Path
 
-from kevolve.judge import pidns, syscalls
+from kevolve.judge import syscalls
+from kevolve.judge.worker import pidns
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -252,7 +253,7 @@ def seal(pinned: bool = False, threads: bool = True) -> str:
     synchronised to every thread of the worker (TSYNC), not only the calling one.
     Where the evaluator gave this process a socket (`EVIDENCE_ENV`), the filter is installed with a listener,
     which goes to the evaluator and is closed here: from now on every refused call is a notification the
-    evaluator reads (`judge.evidence`), and the calls that name a file are notified too. Raises OSError where
+    evaluator reads (`judge.evaluator.evidence`), and the calls that name a file are notified too. Raises OSError where
     seccomp is unavailable (the caller reports it)."""
     _require_x86_64()
     sock = _evidence_socket()
