@@ -47,8 +47,8 @@ def test_overrides_from_the_command_line():
 
 
 def _readme_llm_commands() -> list[list[str]]:
-    """The `python -m kevolve ...` commands of README.md's "Using an LLM" section, as argument lists."""
-    text = (CONF.parent / "README.md").read_text()
+    """The `python -m kevolve ...` commands of docs/search.md's "Using an LLM" section, as argument lists."""
+    text = (CONF.parent / "docs" / "search.md").read_text()
     section = text.split("## Using an LLM", 1)[1].split("\n## ", 1)[0]
     block = section.split("```bash", 1)[1].split("```", 1)[0].replace("\\\n", " ")
     return [shlex.split(line, comments=True)[3:] for line in block.splitlines() if line.startswith("python -m kevolve ")]
@@ -60,7 +60,7 @@ def test_the_readmes_llm_commands_compose_and_validate():
     commands = _readme_llm_commands()
     providers = [next(a for a in c if a.startswith("llm=")) for c in commands]
     assert list(dict.fromkeys(providers)) == ["llm=openai", "llm=gemini", "llm=local"] and len(commands) >= 3
-    price = re.search(r"`('\+\+llm\.prices=[^`]+')`", (CONF.parent / "README.md").read_text())[1]
+    price = re.search(r"`('\+\+llm\.prices=[^`]+')`", (CONF.parent / "docs" / "search.md").read_text())[1]
     for overrides in commands + [["llm=openai", *shlex.split(price)]]:
         with initialize_config_dir(config_dir=str(CONF), version_base=None):
             cfg = from_hydra(compose(config_name="config", overrides=overrides))
