@@ -16,7 +16,7 @@ its worker's clock). `violations(toks)` reads the user's preprocessed tokens (`j
 - `library-walk`: a string naming /proc/ (`/proc/self/maps`), the ELF magic as a string or a number, and
   `symbol-by-name`: a string that is exactly a forbidden function's name (a symbol looked up by name:
   `"dl_iterate_phdr"`, `"PyRun_SimpleString"`, `"open"`).
-The vocabulary of library structures (`Elf64_*`, `link_map`, `DT_*`, `PT_*`, ...) is `rules.VOCABULARY`'s.
+The vocabulary of library structures (`Elf64_*`, `link_map`, `DT_*`, `PT_*`, ...) is `judge.static.vocabulary`'s.
 
 Guarantees: each spelling above is found however it is written around (macros are expanded first, parentheses,
 `&`, nested casts through `void*`, a `const` anywhere). Not guaranteed: that no address reaches a library — this
@@ -30,11 +30,14 @@ taken as data whatever the spelling (a data relocation in the library); the conf
 """
 from __future__ import annotations
 
-import codecs
 import re
 from functools import lru_cache
 
-CASTS = {"reinterpret_cast", "static_cast", "const_cast", "bit_cast", "__builtin_bit_cast"}
+from kevolve.judge.static import literals, symbols
+from kevolve.judge.static.expressions import (CASTS, binary, cast_group, cast_keyword, cast_start, data_type,
+                                              designator_end, enclosing_call, member, operand_base)
+from kevolve.judge.static.vocabulary import VOCABULARY
+
 TYPE_WORDS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "unsigned", "signed", "long",
               "short", "int", "char", "float", "double", "bool", "void", "auto", "std", "::", "*", "&", "__int128",
               "typename"}
@@ -61,22 +64,20 @@ DECLARATOR_END = {"=", ";", ",", "[", ")", "{", ":"}
 USED_AS_DATA = {"[", ".", "->", "++", "--", "=", "+=", "-=", "*=", "/="}   # no function is subscripted or assigned
 NOT_TYPES = {"return", "case", "else", "goto", "new", "delete", "throw", "sizeof", "typename", "operator", "do",
              "co_return", "co_yield", "using", "namespace"}
-ELF_MAGIC = {0x464C457F, 0x7F454C46}
-PROC = re.compile(r"(^|/)proc(/|$)")
 
 
 def violations(toks: list) -> list[tuple[str, int, str]]:
     """(rule, line, reason) for each address reach in the user's tokens (see the module's docstring)."""
     user = [t for t in toks if t.user and t.kind != "directive"]
-    out = _strings(user) + _numbers(user)
+    out = literals.violations(user)
     functions = _functions(user)
     holders, pointer_types = _holders(user, functions)
     designators = functions | holders | FILE_HANDLES
     seen = set()
     for i, t in enumerate(user):
-        if t.kind != "ident" or t.text not in designators or _member(user, i):
+        if t.kind != "ident" or t.text not in designators or member(user, i):
             continue
-        end = _designator_end(user, i)
+        end = designator_end(user, i)
         if end is None:                                          # a call or a launch, not an address
             continue
         why = _misuse(user, i, end, pointer_types, t.text in FILE_HANDLES)
@@ -95,14 +96,14 @@ def _callables(user: list, designators: set[str], pointer_types: set[str]) -> li
     for k, t in enumerate(user[:-1]):
         target, operand = None, None
         if t.text == ")":
-            group = _cast_group(user, k)
+            group = cast_group(user, k)
             if group is not None and user[k + 1].text not in (";", ",", ")", "{", "=", "]"):
                 target, operand = group[1], k + 1
-        elif t.text in (">", ">>") and user[k + 1].text == "(" and _cast_keyword(user, k):
-            target, operand = _cast_keyword(user, k)[1], k + 2
+        elif t.text in (">", ">>") and user[k + 1].text == "(" and cast_keyword(user, k):
+            target, operand = cast_keyword(user, k)[1], k + 2
         if target is None or not _function_pointer_type(target, pointer_types):
             continue
-        base = _operand_base(user, operand)
+        base = operand_base(user, operand)
         if base is None or user[base].text not in designators:
             typed = " ".join(x.text for x in target)
             out.append(("function-address", t.line, f"casts data to the function type `{typed}`: an address found "
@@ -148,9 +149,8 @@ def _variables(user: list) -> set[str]:
 
 @lru_cache(maxsize=1)
 def _library_functions() -> frozenset[str]:
-    from kevolve.judge.static import rules, symbols
     names = set(symbols.MEMORY) | set(symbols.CXX) | set(symbols.CUDA) | set(symbols.libm())
-    for _, vocabulary, _ in rules.VOCABULARY.values():
+    for _, vocabulary, _ in VOCABULARY.values():
         names |= vocabulary
     return frozenset(n for n in names if re.match(r"^[A-Za-z_]\w*$", n))
 
@@ -180,8 +180,8 @@ def _holders(user: list, functions: set[str]) -> tuple[set[str], set[str]]:
     for _ in range(3):                                           # assignments, chained a few times
         for i, t in enumerate(user[:-2]):
             if t.kind == "ident" and user[i + 1].text == "=" and t.text not in held:
-                base = _operand_base(user, i + 2)
-                end = _designator_end(user, base) if base is not None else None
+                base = operand_base(user, i + 2)
+                end = designator_end(user, base) if base is not None else None
                 if end is not None and user[base].text in functions | held | FILE_HANDLES and \
                         _expression_ends(user, end):
                     held.add(t.text)
@@ -210,28 +210,6 @@ def _pointer_declarator(user: list, i: int, stop: str, anonymous: bool = False) 
 
 
 # ------------------------------------------------------------------ where a designator is used
-def _member(user: list, i: int) -> bool:
-    return i > 0 and user[i - 1].text in (".", "->", ".*", "->*")
-
-
-def _designator_end(user: list, i: int) -> int | None:
-    """The index after the designator at i (template arguments included), or None where it is called or
-    launched there (`f(...)`, `f<T>(...)`, `k<<<...>>>`)."""
-    j = i + 1
-    if j < len(user) and user[j].text == "<" and not (j + 1 < len(user) and user[j + 1].text == "<"):
-        depth, k = 0, j
-        while k < len(user) and k < j + 80:
-            depth += {"<": 1, ">": -1, ">>": -2}.get(user[k].text, 0)
-            if user[k].text in (";", "{", "}"):
-                break
-            if depth <= 0:
-                j = k + 1
-                break
-            k += 1
-    if j < len(user) and (user[j].text == "(" or (user[j].text == "<<" and j + 1 < len(user)
-                                                   and user[j + 1].text == "<")):
-        return None
-    return j
 
 
 def _misuse(user: list, i: int, end: int, pointer_types: set[str], handle: bool) -> str | None:
@@ -243,15 +221,15 @@ def _misuse(user: list, i: int, end: int, pointer_types: set[str], handle: bool)
         p = s - 1
         if p < 0:
             return None
-        if user[p].text in ("&", "+", "-") and not _binary(user, p):   # `&f`, `+f` (a lambda to a pointer)
+        if user[p].text in ("&", "+", "-") and not binary(user, p):   # `&f`, `+f` (a lambda to a pointer)
             s = p
         elif user[p].text == "(":
             head = user[p - 1] if p > 0 else None
-            if head is not None and head.text in (">", ">>") and _cast_keyword(user, p - 1):
-                kind, target = _cast_keyword(user, p - 1)
-                if _data_type(target, pointer_types):
+            if head is not None and head.text in (">", ">>") and cast_keyword(user, p - 1):
+                kind, target = cast_keyword(user, p - 1)
+                if data_type(target, pointer_types):
                     return f"{kind}s to `{' '.join(x.text for x in target)}` the address of"
-                s = _cast_start(user, p - 1)
+                s = cast_start(user, p - 1)
             elif head is not None and head.text in ("__builtin_bit_cast",):
                 return "bit-casts the address of"
             elif head is not None and head.kind == "ident" and head.text in INTEGER_TYPES:
@@ -262,15 +240,15 @@ def _misuse(user: list, i: int, end: int, pointer_types: set[str], handle: bool)
             else:
                 s = p
         elif user[p].text == ")":
-            group = _cast_group(user, p)
+            group = cast_group(user, p)
             if group is None:
                 return None
             start, target = group
-            if _data_type(target, pointer_types):
+            if data_type(target, pointer_types):
                 return f"casts to `{' '.join(x.text for x in target)}` the address of"
             s = start
         elif user[p].text == ",":
-            call = _enclosing_call(user, p)
+            call = enclosing_call(user, p)
             if call == "__builtin_bit_cast":
                 return "bit-casts the address of"
             if call is not None and call in MEMORY_CALLS and not (handle and call in PRINTS):
@@ -280,125 +258,6 @@ def _misuse(user: list, i: int, end: int, pointer_types: set[str], handle: bool)
             return "steps the address of"
         else:
             return None
-
-
-def _binary(user: list, p: int) -> bool:
-    """Whether the operator at p has a left operand (`a + f`), not only a right one (`+f`, `&f`)."""
-    return p > 0 and (user[p - 1].kind in ("ident", "number", "string", "char") or user[p - 1].text in (")", "]"))
-
-
-def _cast_group(user: list, close: int) -> tuple[int, list] | None:
-    """If user[close] is the `)` of a C cast `( T )`: (index of its `(`, the tokens of T); else None."""
-    depth, j = 0, close
-    while j >= 0:
-        depth += {")": 1, "(": -1}.get(user[j].text, 0)
-        if depth == 0:
-            break
-        j -= 1
-    if j < 0:
-        return None
-    inner = user[j + 1:close]
-    if not inner or any(x.kind not in ("ident", "punct") for x in inner):
-        return None
-    if any(x.kind == "punct" and x.text not in ("*", "&", "::", "(", ")", "<", ">", ",") for x in inner):
-        return None
-    before = user[j - 1] if j > 0 else None
-    if before is not None and (before.kind == "ident" and before.text not in ("return", "case", "else", "do")
-                               or before.text in (")", "]")):
-        return None                                              # a call's arguments or a declarator, not a cast
-    if before is not None and before.text in (">", ">>") and _cast_keyword(user, j - 1) is None:
-        return None                                              # `f<T>(x)`: a call, not a cast
-    return j, inner
-
-
-def _data_type(target: list, pointer_types: set[str]) -> bool:
-    """A cast target that makes an address data: an integer type, or a pointer to anything but void or a
-    function."""
-    words = [x.text for x in target if x.text not in ("const", "volatile", "__restrict__", "__restrict", "struct")]
-    if "(" in words and "*" in words:                            # `void (*)(int)`: a function pointer type
-        return False
-    if words and words[-1] in pointer_types:
-        return False
-    if words in (["void", "*"], ["void"]):                      # to void*, or discarded
-        return False
-    return bool(words)
-
-
-def _cast_keyword(user: list, close: int):
-    """(keyword, target tokens) if user[close] is the `>` of `xxx_cast<T>`."""
-    depth, j = 0, close
-    while j >= 0:
-        depth += {">": 1, "<": -1, ">>": 2}.get(user[j].text, 0)
-        if depth == 0:
-            break
-        j -= 1
-    if j > 0 and user[j - 1].text in CASTS:
-        return user[j - 1].text.replace("_cast", " cast").replace("bit cast", "bit-cast"), user[j + 1:close]
-    return None
-
-
-def _cast_start(user: list, close: int) -> int:
-    depth, j = 0, close
-    while j >= 0:
-        depth += {">": 1, "<": -1, ">>": 2}.get(user[j].text, 0)
-        if depth == 0:
-            break
-        j -= 1
-    j -= 1
-    while j > 0 and user[j - 1].text == "::":
-        j -= 2
-    return max(j, 0)
-
-
-def _enclosing_call(user: list, comma: int) -> str | None:
-    depth, j = 0, comma
-    while j >= 0:
-        depth += {")": 1, "(": -1}.get(user[j].text, 0)
-        if depth < 0:
-            return user[j - 1].text if j > 0 and user[j - 1].kind == "ident" else None
-        if user[j].text in (";", "{", "}"):
-            return None
-        j -= 1
-    return None
-
-
-def _operand_base(user: list, i: int) -> int | None:
-    """The first name of the expression starting at i, past `&`, parentheses and casts."""
-    j = i
-    while j < len(user):
-        t = user[j]
-        if t.text in ("&", "(", "+", "*"):
-            if t.text == "(":
-                close = _close(user, j)
-                inner = user[j + 1:close]
-                if close + 1 < len(user) and inner and all(x.kind in ("ident", "punct") for x in inner) and \
-                        any(x.text == "*" for x in inner) and user[close + 1].text not in (";", ",", ")"):
-                    j = close + 1                                # a cast `( T* )`: its operand follows
-                    continue
-            j += 1
-        elif t.kind == "ident" and t.text in CASTS:
-            j += 1
-            if j < len(user) and user[j].text == "<":
-                depth = 0
-                while j < len(user):
-                    depth += {"<": 1, ">": -1, ">>": -2}.get(user[j].text, 0)
-                    j += 1
-                    if depth <= 0:
-                        break
-        elif t.kind == "ident":
-            return j
-        else:
-            return None
-    return None
-
-
-def _close(user: list, j: int) -> int:
-    depth = 0
-    for k in range(j, len(user)):
-        depth += {"(": 1, ")": -1}.get(user[k].text, 0)
-        if depth == 0:
-            return k
-    return len(user) - 1
 
 
 def _unions(user: list) -> list[tuple[str, int, str]]:
@@ -425,52 +284,5 @@ def _unions(user: list) -> list[tuple[str, int, str]]:
     return out
 
 
-# ------------------------------------------------------------------ strings and numbers
-def _strings(user: list) -> list[tuple[str, int, str]]:
-    """Adjacent string literals joined (as C joins them), then: /proc paths, the ELF magic, a forbidden name."""
-    from kevolve.judge.static import rules
-    out, i = [], 0
-    while i < len(user):
-        if user[i].kind != "string":
-            i += 1
-            continue
-        j, text = i, ""
-        while j < len(user) and user[j].kind == "string":
-            text += _unescape(user[j].value())
-            j += 1
-        line = user[i].line
-        if PROC.search(text) and "/" in text:
-            out.append(("library-walk", line, "names a path under /proc (the process's maps, memory or other "
-                                              "processes): a kernel reads only its arguments"))
-        if "\x7fELF" in text:
-            out.append(("library-walk", line, "the ELF magic: looks for a library's header in memory"))
-        name = text.strip()
-        rule = rules._forbidden(name, False) if re.match(r"^[A-Za-z_]\w*$", name) else None
-        if rule:
-            out.append(("symbol-by-name", line, f"the string \"{name}\" names a forbidden function ({rule}): "
-                                                "looking a symbol up by name reaches it without calling it"))
-        i = j
-    return out
 
 
-def _unescape(raw: str) -> str:
-    try:
-        return codecs.decode(raw.encode("latin-1", "backslashreplace"), "unicode_escape")
-    except (UnicodeDecodeError, ValueError):
-        return raw
-
-
-def _numbers(user: list) -> list[tuple[str, int, str]]:
-    out = []
-    for t in user:
-        if t.kind == "number":
-            m = re.match(r"^(0[xX][0-9a-fA-F']+|\d[\d']*)", t.text)
-            if m:
-                try:
-                    v = int(m.group(1).replace("'", ""), 0)
-                except ValueError:
-                    continue
-                if v in ELF_MAGIC:
-                    out.append(("library-walk", t.line, "the ELF magic as a number: looks for a library's header "
-                                                        "in memory"))
-    return out

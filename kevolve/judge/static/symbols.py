@@ -141,8 +141,8 @@ def allowed(name: str, target: str) -> bool:
 
 
 def _why(name: str) -> str:
-    from kevolve.judge.static.rules import VOCABULARY, _forbidden
-    rule = _forbidden(name, False) or _forbidden(re.sub(r"^__|_chk$|64$", "", name), False)
+    from kevolve.judge.static.vocabulary import VOCABULARY, forbidden
+    rule = forbidden(name, False) or forbidden(re.sub(r"^__|_chk$|64$", "", name), False)
     if rule:
         return f"{rule}: {VOCABULARY[rule][0]}"
     if name.startswith("cu") and not name.startswith("cuda"):
