@@ -5,7 +5,7 @@ an honest kernel correctly afterwards.
 
 - `__builtin_` spellings of libc (`__builtin_fork`, `__builtin_execl`, `__builtin__exit`, ...) compile to calls of
   the functions themselves; the static rules used to miss them (only the symbol check saw `fork`). Fixed in
-  `rules._forbidden`; both layers are tested on their own.
+  `vocabulary.forbidden`; both layers are tested on their own.
 - Reading the evaluator's command pipe (`getchar`, `fread(stdin)`): no rule names them; the symbol check does.
 - Forging a protocol reply with no forbidden import: `stdout->_fileno = 3` (the worker's protocol pipe) and a
   `printf`. The static rules now name `stdin` and a FILE's insides (`_fileno`, `_IO_*`; printing stays allowed);

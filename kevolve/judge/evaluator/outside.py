@@ -87,7 +87,7 @@ class Round:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ClockRuling:
     """The outside clock's word on one configuration: `failure` (reject, naming the bound) or `near` (re-time)."""
     failure: str | None = None
     near: str | None = None
@@ -173,13 +173,13 @@ def cores(pid: int) -> int:
 
 
 def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, float], bounds: dict[str, tuple],
-          n_cores: int) -> Verdict:
+          n_cores: int) -> ClockRuling:
     """Bounds 2 and 3 for every party probed: `probes` maps a party's name to its probe round, `shares` to its
     reported ms per counted round, `bounds` to the bounds it must meet ("under": a kernel the verdict favours
     when it is faster; "over": a contender it favours when it is slower, the baselines and, in a paired
     comparison, each kernel)."""
     if not counted:
-        return Verdict()
+        return ClockRuling()
     wall = _median([r.wall_ms for r in counted])
     cpu, main = (_median([getattr(r, f) for r in counted]) if all(getattr(r, f) is not None for r in counted)
                  else None for f in ("cpu_ms", "main_ms"))
@@ -198,7 +198,7 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
             made.append((party, "under", share, floor, slack))
             if floor > share + slack:
                 where = f"{on_main:.2f} ms on the worker's main thread and " if on_main is not None else ""
-                return Verdict(failure=(
+                return ClockRuling(failure=(
                     f"outside clock, under bound: the worker reported {share:.2f} ms per round for {party}, but its "
                     f"calls burned {where}{burned:.2f} ms of CPU on all its threads ({n_cores} cores): at least "
                     f"{floor:.2f} ms of wall per round (slack {slack:.2f} ms) — its times were shrunk in the worker"),
@@ -210,13 +210,13 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
             slack = WALL_NOISE * max(wall, probe.wall_ms) + SLACK_MS
             made.append((party, "over", share, ceiling, slack))
             if share > ceiling + slack:
-                return Verdict(failure=(
+                return ClockRuling(failure=(
                     f"outside clock, over bound: the worker reported {share:.2f} ms per round for {party}, but "
                     f"rounds with its calls took {ceiling:.2f} ms longer than without them (slack {slack:.2f} ms) "
                     "— its times were inflated in the worker"), checks=tuple(made))
             if share > ceiling + NEAR * slack:
                 near = near or f"{party}: over bound, {share:.2f} ms reported against {ceiling:.2f} ms"
-    return Verdict(near=near, checks=tuple(made))
+    return ClockRuling(near=near, checks=tuple(made))
 
 
 def _without(probe: Round, probes, field: str) -> float | None:

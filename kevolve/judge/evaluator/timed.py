@@ -44,7 +44,7 @@ class Timed:
     checked_calls: int = 0                          # kernel calls whose outputs were checked
     failure: str | None = None
     near: str | None = None                         # the outside clock's near miss: time again
-    outside: tuple = ()                             # the outside clock's checks (`outside.Verdict.checks`)
+    outside: tuple = ()                             # the outside clock's checks (`outside.ClockRuling.checks`)
 
 
 def fresh_variant() -> int:
