@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from kevolve.judge.options import node_cache
 from kevolve import ROOT
 from kevolve.judge.sandbox import clean_env
 
@@ -92,8 +93,7 @@ def cache_root(configured: str | None = None) -> Path:
     """Where built libraries live on this node: KEVOLVE_CACHE if set here, else the configured folder
     (`resources.cache_dir`), else ~/.cache/kevolve; libraries go in its `build/`. Resolved where the build
     or the evaluator runs, so each node of a cluster may set its own."""
-    base = os.environ.get("KEVOLVE_CACHE") or configured or Path.home() / ".cache" / "kevolve"
-    return Path(base) / "build"
+    return node_cache(configured) / "build"
 
 
 def install(key: str, data: bytes, configured: str | None = None) -> Path:

@@ -12,8 +12,7 @@ file of exactly the expected size, never through a symlink (`read`), and unlinke
 is read or unlinked whatever path the worker's reply names.
 Not guaranteed: IPC across GPUs or nodes (the probe then fails and files are used). IPC goes through the CUDA
 driver API directly (handles of the driver allocations holding each buffer): the worker creates nothing in
-/dev/shm, which its Landlock rules forbid (torch's own sharing made a reference-counter file there, so with
-Landlock every judgement fell back to files: ~1.3 GB/s through the host, the judge's largest cost on an H200).
+/dev/shm, which its Landlock rules forbid (docs/decisions/judge.md, "IPC through the driver API").
 """
 from __future__ import annotations
 
@@ -24,6 +23,8 @@ import re
 import shutil
 import weakref
 from pathlib import Path
+
+from kevolve.judge.protocol import WorkerDied
 
 
 # ---------------------------------------------------------------------- worker side
@@ -121,18 +122,16 @@ def read(handle, dtype, shape: tuple, device: str, folder=None):
     """The output behind `handle` (an IPC description or a file path) as a tensor on `device`.
 
     A file is read only if it is a regular file of exactly the expected size, opened without following a
-    symlink (`_read_file`): the exchange folder is writable by the worker, and this process is not confined.
-    A kernel that planted a symlink where the worker would export (`/proc/self/cwd/x`: in the worker its own
-    TMPDIR, here the evaluator's cwd) once made the evaluator's shared `torch.from_file` create, or extend
-    with NULs, a file of its choosing outside every confinement (`tests/adversarial/cpu/exchange_symlink.cpp`).
-    Anything else is a `protocol` failure of the worker (`WorkerDied`), which the harness turns into a verdict."""
+    symlink (`_read_file`): the exchange folder is writable by the worker, and this process is not confined
+    (docs/decisions/judge.md, "Exchange files are read, never mapped";
+    `tests/adversarial/cpu/exchange_symlink.cpp`). Anything else is a `protocol` failure of the worker
+    (`WorkerDied`), which the harness turns into a verdict."""
     import torch
     if isinstance(handle, dict) and "pack" in handle:
         return _from_pack(handle, dtype, shape, device, folder)
     if isinstance(handle, dict):
         return open_ipc(handle, dtype, shape)
     if _own(handle, folder) is None:
-        from kevolve.judge.evaluator.process import WorkerDied
         raise WorkerDied("protocol", f"the worker named an exchange file outside its folder "
                                      f"({os.path.basename(str(handle))[:80]!r} in {os.path.dirname(str(handle))[:120]!r})")
     n = math.prod(shape)
@@ -155,7 +154,6 @@ def _from_pack(handle: dict, dtype, shape: tuple, device: str, folder):
     may be read twice: two outputs named at the same bytes (a worker rewritten to answer one call with another's
     outputs) are a `protocol` failure, as a file named twice is (the first read unlinks it)."""
     import torch
-    from kevolve.judge.evaluator.process import WorkerDied
     path = _own(handle.get("pack", ""), folder)
     offset = handle.get("offset")
     if path is None or not isinstance(offset, int):
@@ -194,7 +192,6 @@ def _read_file(path: str, nbytes: int | None) -> bytearray:
     file of that size, its last component not a symlink (O_NOFOLLOW), never a FIFO or device that could block or
     answer (O_NONBLOCK, then S_ISREG)."""
     import stat
-    from kevolve.judge.evaluator.process import WorkerDied
     name = os.path.basename(str(path))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -357,19 +354,19 @@ def _driver() -> _Driver:
     return _DRIVER
 
 
-def ipc_works(call, uuid: str | None, mode: str = "auto") -> bool:
-    """True when `mode` is auto (`resources.exchange`; KEVOLVE_EXCHANGE set here overrides it), this process's
-    current GPU is the worker's (`uuid`) and a probe tensor the worker shares (`call("ipc_probe")`) reads
-    back exactly. Mode `files` forces files."""
+def ipc_works(probe, uuid: str | None, mode: str = "auto") -> bool:
+    """True when `mode` is auto (`resources.exchange`, resolved by `options.resolved`), this process's
+    current GPU is the worker's (`uuid`) and a probe tensor the worker shares (`probe()`: the IPC description
+    of its `protocol.IpcProbe` reply) reads back exactly. Mode `files` forces files."""
     import torch
-    if (os.environ.get("KEVOLVE_EXCHANGE") or mode) == "files" or not torch.cuda.is_available():
+    if mode == "files" or not torch.cuda.is_available():
         return False
     if uuid != str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid):
         return False
     try:
-        probe = open_ipc(call("ipc_probe")["probe"], torch.float32, (1024,))
-        ok = bool(torch.equal(probe, torch.arange(1024, dtype=torch.float32, device=probe.device)))
-        del probe
+        shared = open_ipc(probe(), torch.float32, (1024,))
+        ok = bool(torch.equal(shared, torch.arange(1024, dtype=torch.float32, device=shared.device)))
+        del shared
         return ok
     except (RuntimeError, KeyError, TypeError, ValueError, OSError, AttributeError):
         return False

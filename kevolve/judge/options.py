@@ -1,11 +1,15 @@
 """How to judge: the options every judgement takes (target, ABI, shape set, limits, timing effort).
 
 Resolved once (by `kevolve.search.plan` for a search, by `kevolve.cli.evaluate` for one kernel) and passed down
-unchanged; nothing below re-derives a default.
+unchanged. What a node may set for itself (its cache folder, the exchange, the baseline cache) is read from its
+environment here, and only here: `resolved(options)` where a judgement starts (`harness.judge`, `compare`), and
+`node_cache`, `baseline_cache_on`, `baseline_cache_bytes` for the modules that keep the node's caches.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 BASELINES = ("eager", "compile", "compile-max-autotune")   # compile-max-autotune: mode max-autotune-no-cudagraphs
 
@@ -43,3 +47,26 @@ CPU_FLUSH = ("lines", "llc")       # judge/worker/timing.py CpuClock
 def default_shapes(target: str) -> str:
     """The shape set a judgement uses unless told: `bench` (robust-kbench's sizes) on a GPU, `small` on the CPU."""
     return "bench" if target == "cuda" else "small"
+
+
+def node_cache(configured: str | None = None) -> Path:
+    """This node's cache folder: KEVOLVE_CACHE if set here, else the configured one (`resources.cache_dir`), else
+    ~/.cache/kevolve. Read where the build or the evaluator runs, so each node of a cluster may set its own."""
+    return Path(os.environ.get("KEVOLVE_CACHE") or configured or Path.home() / ".cache" / "kevolve")
+
+
+def baseline_cache_on() -> bool:
+    """Whether this node seeds workers from its torch.compile cache (KEVOLVE_BASELINE_CACHE=0 turns it off)."""
+    return os.environ.get("KEVOLVE_BASELINE_CACHE", "1") not in ("0", "false", "no", "off")
+
+
+def baseline_cache_bytes() -> int:
+    """The node's torch.compile cache's size cap: KEVOLVE_BASELINE_CACHE_GB GiB, else 2."""
+    return int(float(os.environ.get("KEVOLVE_BASELINE_CACHE_GB", "2")) * (1 << 30))
+
+
+def resolved(options: Options) -> Options:
+    """`options` with this node's settings read in: its cache folder (`node_cache`) and the exchange
+    (KEVOLVE_EXCHANGE overrides `exchange`). Idempotent; what every step of a judgement below is given."""
+    return replace(options, cache_dir=str(node_cache(options.cache_dir)),
+                   exchange=os.environ.get("KEVOLVE_EXCHANGE") or options.exchange)

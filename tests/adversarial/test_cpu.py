@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kevolve.judge import build as builder
+from kevolve.judge import protocol
 from kevolve.judge.static import rules, symbols
 from kevolve.judge.evaluator.harness import evaluate, judge
 from kevolve.judge.options import Options
@@ -380,11 +381,11 @@ def test_confinement_is_reported(tiny):
     built = builder.build(kernel(), "cpu")
     w = WorkerProcess(FAST)
     try:
-        info = w.call("init", 120, task_dir=str(tiny.dir), lib=built.lib_path, abi="c", target="cpu", module=None,
-                      exchange=w.tmp)
+        info = w.call(protocol.Init(task_dir=str(tiny.dir), lib=built.lib_path, abi="c", target="cpu", module=None,
+                                    exchange=w.tmp), 120)
     finally:
         assert w.close() is None                          # a clean exit when asked
-    conf = info["confinement"]
+    conf = info.confinement
     assert conf["no_new_privs"] and "rlimits" in conf
     assert conf["landlock"] or "landlock" in conf["missing"]
     assert conf["seccomp"] or "seccomp" in conf["missing"]
@@ -397,7 +398,7 @@ def test_death_at_teardown_is_reported():
     import signal
     from kevolve.judge.evaluator.process import WorkerProcess
     w = WorkerProcess(FAST)
-    w.call("set_exchange", 60, ipc=False)
+    w.call(protocol.SetExchange(False), 60)
     os.kill(w.pid, signal.SIGSEGV)
     w.proc.wait()
     assert "SIGSEGV" in (w.close() or "")

@@ -2,7 +2,7 @@
 no forbidden import, so neither static layer can see it) and rewrites torch in its own process.
 
 What must hold however the worker's Python is rewritten: the baselines a speedup is measured against are the
-ones timed before the kernel loaded (`harness._time_baselines`), so a kernel that slows torch beside its own
+ones timed before the kernel loaded (`torch_baselines.time_alone`), so a kernel that slows torch beside its own
 calls gains nothing, and the evaluator's reused baselines — what the next candidates are compared with — come
 from those clean times only.
 """

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from kevolve.judge import build as builder
+from kevolve.judge import protocol
 from kevolve.judge.static import rules, symbols
 from kevolve.judge.evaluator.harness import evaluate, judge
 
@@ -98,11 +99,11 @@ def test_every_thread_of_the_worker_is_confined(tiny):
     assert got["threads"] >= 1 and got["fewest_filters"] == got["most_filters"] >= 2, got
     w = WorkerProcess(FAST)                               # and no thread predates the confinement
     try:
-        info = w.call("init", 120, task_dir=str(tiny.dir), lib=built.lib_path, abi="c", target="cpu", module=None,
-                      exchange=w.tmp, load=False)
+        info = w.call(protocol.Init(task_dir=str(tiny.dir), lib=built.lib_path, abi="c", target="cpu", module=None,
+                                    exchange=w.tmp, load=False), 120)
     finally:
         w.close()
-    assert "threads" not in info["confinement"]["missing"], info["confinement"]["missing"]
+    assert "threads" not in info.confinement["missing"], info.confinement["missing"]
 
 
 # ------------------------------------------------------------------ an attempt is evidence

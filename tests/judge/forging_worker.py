@@ -60,7 +60,7 @@ def main() -> None:
         def run_round(self, variants, hollow=()):
             reply = super().run_round(variants, hollow)
             if self.checked:                  # a kernel's session: the baselines timed before any kernel loaded
-                forge(reply["times"], spec)   # (`harness._time_baselines`) ran no code a kernel could reach
+                forge(reply["times"], spec)   # (`torch_baselines.time_alone`) ran no code a kernel could reach
             return reply
     session.Session = ForgingSession          # worker.time_setup imports it from there, at call time
     plan = {k: int(v) for k, v in spec.items() if k in ("rounds", "calls")}

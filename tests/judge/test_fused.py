@@ -26,7 +26,7 @@ from kevolve.task import load_task
 HERE = Path(__file__).resolve().parent.parent          # tests/
 TINY = HERE / "kernels" / "tasks" / "layernorm_tiny"
 landlocked = pytest.mark.skipif(not confine.landlock_abi(),
-                                reason="compiled checks need a Landlock-confined worker (judge/harness._fused)")
+                                reason="compiled checks need a Landlock-confined worker (judge.evaluator.startup.fused)")
 
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from kevolve.judge import build as builder
+from kevolve.judge import protocol
 from kevolve.judge.evaluator.harness import compare, evaluate, judge
 from kevolve.judge.options import Options
 from kevolve.task import list_tasks, load_task
@@ -276,7 +277,7 @@ def test_compiled_checks_on_gpu_agree_and_give_eager_verdicts(layernorm, monkeyp
     from kevolve.judge.evaluator import fused as fused_module
     from kevolve.judge.evaluator.reuse import SALT_ENV, Reuse
     if not confine.landlock_abi():
-        pytest.skip("compiled checks need a Landlock-confined worker (judge/harness._fused)")
+        pytest.skip("compiled checks need a Landlock-confined worker (judge.evaluator.startup.fused)")
     monkeypatch.setenv(SALT_ENV, "4398046511104")
     monkeypatch.setattr(fused_module, "MIN_ELEMENTS", 0)      # the small set's calls too
     verdicts = {}
@@ -319,10 +320,10 @@ def test_outputs_travel_by_cuda_ipc_here(layernorm):
     built = builder.build(layernorm.seed_path("cuda").read_text(), "cuda")
     worker = WorkerProcess(CHECK)
     try:
-        info = worker.call("init", 300, task_dir=layernorm.ref, lib=built.lib_path, abi="c", target="cuda",
-                           module=None, exchange="/tmp", threads=None)
-        assert "error" not in info, info
-        assert exchange.ipc_works(lambda cmd: worker.call(cmd, 60), info["uuid"])
+        info = worker.call(protocol.Init(task_dir=layernorm.ref, lib=built.lib_path, abi="c", target="cuda",
+                                         module=None, exchange="/tmp", threads=None), 300)
+        assert isinstance(info, protocol.Started), info
+        assert exchange.ipc_works(lambda: worker.call(protocol.IpcProbe(), 60).probe, info.uuid)
     finally:
         worker.close()
 

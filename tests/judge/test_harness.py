@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kevolve.judge import build as builder
-from kevolve.judge import sandbox
+from kevolve.judge import protocol, sandbox
 from kevolve.judge.evaluator.harness import evaluate, judge
 from kevolve.judge.options import Options
 from kevolve.judge.evaluator.process import WorkerProcess
@@ -232,8 +232,8 @@ def test_worker_process_environment_holds_no_secret(monkeypatch):
         monkeypatch.setenv(k, v)
     worker = WorkerProcess(Options())
     try:
-        reply = worker.call("no_such_command", 120)     # the worker is up and answering
-        assert "error" in reply
+        reply = worker.call(protocol.SetExchange(False), 120)     # the worker is up and answering
+        assert isinstance(reply, protocol.Done)
         environ = Path(f"/proc/{worker.pid}/environ").read_bytes()
     finally:
         worker.close()

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.judge.evaluator import harness, outside
+from kevolve.judge.evaluator import compare as comparison
+from kevolve.judge.evaluator import harness, outside, timed
 from kevolve.judge import build as builder
 from kevolve.judge.evaluator.harness import compare, evaluate
 from kevolve.judge.options import Options
@@ -38,6 +39,7 @@ def heavy():
 def forging(monkeypatch, spec: str):
     from forging_worker import ForgingWorker
     monkeypatch.setattr(harness, "WorkerProcess", ForgingWorker.of(spec))
+    monkeypatch.setattr(comparison, "WorkerProcess", ForgingWorker.of(spec))
 
 
 # ---------------------------------------------------------------------- the worker lies: end to end
@@ -247,10 +249,10 @@ def test_on_gpu_probes_replay_graphs_of_flushes_and_the_sum_bound_holds(monkeypa
 ])
 def test_a_noisy_bound_is_timed_again_before_it_is_a_verdict(heavy, monkeypatch, injected, times, correct):
     """Bounds 2 and 3 rest on two rounds' CPU or wall times agreeing, which a loaded machine can break for an
-    honest worker: their violation is confirmed by a second timing of the configuration (`harness.noisy_bound`).
+    honest worker: their violation is confirmed by a second timing of the configuration (`measure.noisy_bound`).
     Here the first timings of the kernel report the violation instead of their real result."""
     import dataclasses
-    real, seen = harness.timed.time_config, []
+    real, seen = timed.time_config, []
 
     def flaky(*args, **kwargs):
         t = real(*args, **kwargs)
@@ -259,7 +261,7 @@ def test_a_noisy_bound_is_timed_again_before_it_is_a_verdict(heavy, monkeypatch,
             if len(seen) <= len(injected):
                 return dataclasses.replace(t, failure=injected[len(seen) - 1])
         return t
-    monkeypatch.setattr(harness.timed, "time_config", flaky)
+    monkeypatch.setattr(timed, "time_config", flaky)
     ev = evaluate(heavy, (heavy.dir / "seeds" / "cpu.cpp").read_text(), TIMED)
     assert len(seen) == times and ev.correct == correct, (len(seen), ev.failure)
     if not correct:

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from kevolve.judge import protocol
 from kevolve.judge.worker import pidns
 from kevolve.judge.options import Options
 from kevolve.judge.evaluator.process import PIDNS, WorkerProcess
@@ -112,7 +113,7 @@ def test_worker_process_reports_the_workers_own_pid():
     """`WorkerProcess.pid` is the worker (for its CPU clocks), not the relay that leads its process group."""
     w = WorkerProcess(Options())
     try:
-        w.call("no_such_command", 120)                  # it answered: the worker exists
+        w.call(protocol.SetExchange(False), 120)                  # it answered: the worker exists
         with open(f"/proc/{w.pid}/cmdline", "rb") as f:
             assert f.read().split(b"\0")[1:3] == [b"-m", b"kevolve.judge.worker"]
         if holds():

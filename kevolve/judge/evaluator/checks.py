@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import math
 
+from kevolve.judge import protocol
 from kevolve.judge import exchange
 from kevolve.judge.evaluator.fused import Fused
 from kevolve.judge.options import Options
@@ -56,7 +57,7 @@ class Checker:
     def reference(self, cfg: Case, variant: int, inputs: dict | None = None) -> tuple[dict, tuple]:
         """The inputs' fingerprints (`worker.fingerprint`) and, per output, the float64 reference and where it is
         finite (None: all of it, the usual case) for inputs `variant` of `cfg` (`inputs`, when drawn already)."""
-        from kevolve.judge.worker.serve import fingerprint
+        from kevolve.judge.protocol import fingerprint
 
         def compute():
             drawn = inputs if inputs is not None else self.task.make_inputs(cfg, self.device, variant)
@@ -143,35 +144,34 @@ class Checker:
             where, edge = f"call {k + 1}, {self._inputs(variant)}", EDGE_CALL if new_buffers else FIRST_CALLS
             try:
                 with self.clock("check", f"{cfg.id} call {k + 1}"):
-                    reply = worker.call("check", self.options.timeout, config=index, variant=variant,
-                                        new_buffers=new_buffers)
+                    reply = worker.call(protocol.Check(index, variant, new_buffers), self.options.timeout)
             except WorkerDied as e:    # a fault (on the CPU, past the edge call's page ends) or a hang: which call
                 raise WorkerDied(e.kind, f"{e.detail} ({where}){edge}") from None
             fail = lambda why: Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, False,  # noqa: E731
                                            worst_abs, worst_rel, failure=why)
-            if "error" in reply:
+            if isinstance(reply, protocol.Failed):
                 worker.kill()          # a CUDA error poisons the context: never reuse this worker
-                return fail(f"crash: {reply['error']} ({where}){edge}")
+                return fail(f"crash: {reply.error} ({where}){edge}")
             with self.clock("reference", f"inputs {cfg.id} #{variant}"):
                 drawn = self.task.make_inputs(cfg, self.device, variant)
             mine, expected = self.reference(cfg, variant, drawn)
-            if reply["before"] != mine:
+            if reply.before != mine:
                 raise RuntimeError(f"harness error: the worker drew different inputs for {cfg.id} "
                                    "(nondeterministic generator?) — please report this")
-            if reply["rc"] != 0:
-                return fail(f"the kernel returned {reply['rc']} ({where})")
-            if reply.get("overruns"):
-                return fail(f"wrote outside {', '.join(reply['overruns'])} ({where}, {reply.get('layout', 'aligned')} "
+            if reply.rc != 0:
+                return fail(f"the kernel returned {reply.rc} ({where})")
+            if reply.overruns:
+                return fail(f"wrote outside {', '.join(reply.overruns)} ({where}, {reply.layout} "
                             "buffers)")
-            changed = self.changed_inputs(cfg, variant, reply["input_handles"], drawn)
+            changed = self.changed_inputs(cfg, variant, reply.input_handles, drawn)
             del drawn
             if changed:
                 return fail(f"input {', '.join(changed)} modified by the kernel ({where})")
-            if new_buffers and pointers == reply["pointers"]:
+            if new_buffers and pointers == reply.pointers:
                 raise RuntimeError("harness error: the second buffer set reused the first one's addresses")
-            pointers = reply["pointers"]
+            pointers = reply.pointers
             with self.clock("reference"):
-                why, a, r = self._compare(expected, cfg, reply["outputs"], self._label(variant))
+                why, a, r = self._compare(expected, cfg, reply.outputs, self._label(variant))
             worst_abs, worst_rel = max(worst_abs, a), max(worst_rel, r)
             if why:
                 return fail(why)

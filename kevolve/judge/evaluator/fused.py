@@ -1,11 +1,7 @@
 """The evaluator's checks compiled: a task's float64 reference and the output comparison as torch.compile
 (Inductor) kernels, fused, where eager torch runs one kernel per operation over the whole tensor.
 
-Why: on layernorm_bwd's bench set (H200, stop 32's trace) a judgement spent 1.5 s computing float64 references
-for the timed calls' fresh inputs (eager: ~17 passes over a float64 copy of each 268M-element input) and 1.5 s
-comparing outputs (`Checker._ratio`: 8 passes of float64 temporaries) of its 6.5 s. Compiled, the reference
-reads its float32 inputs and upcasts in registers, and the comparison reads each output and its reference
-once and writes three numbers.
+Why it exists: docs/decisions/judge.md, "Compiled checks".
 
 `Fused` holds both for one task on one device, kept by the evaluator across judgements (`reuse.Reuse.fused`),
 compiled on first use with dynamic shapes (one graph serves every configuration; Dynamo compiles again for a

@@ -93,3 +93,34 @@ class DeviceLock:
             for fd in self._fds:
                 os.close(fd)
             self._fds = None
+
+
+_LOCKS: dict[str, DeviceLock] = {}
+
+
+def of_worker(uuid: str | None, device: str | None = None) -> DeviceLock:
+    """This process's lock of the worker's GPU (by UUID; by name and bus where the worker gives none)."""
+    key = str(uuid or device or "cuda")
+    if key not in _LOCKS:
+        _LOCKS[key] = DeviceLock(key, settle=_settle)
+    return _LOCKS[key]
+
+
+def own(options) -> DeviceLock | None:
+    """Before the worker names its GPU: the lock of the one it will get (`options.gpu` among this process's
+    visible devices, else the current one: a worker inherits CUDA_VISIBLE_DEVICES), so its start, a bandwidth
+    probe among the rest, is held too."""
+    if options.target != "cuda":
+        return None
+    import torch
+    if not torch.cuda.is_available():
+        return None
+    index = options.gpu if options.gpu is not None else torch.cuda.current_device()
+    return of_worker(str(torch.cuda.get_device_properties(index).uuid))
+
+
+def _settle() -> None:
+    """This process's queued device work done (references, comparisons), before its hold of the GPU ends."""
+    import torch
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()

@@ -20,6 +20,7 @@ import hashlib
 import threading
 from pathlib import Path
 
+from kevolve.judge import protocol
 from kevolve.judge.evaluator import baseline_cache
 from kevolve.judge.options import Options
 from kevolve.judge.evaluator.process import WorkerDied, WorkerProcess
@@ -54,28 +55,32 @@ class Precompiler:
     """A worker compiling `configs`' baselines (`plan[i]["wanted"]`) on a thread of the evaluator, from now on."""
 
     def __init__(self, task, options: Options, lib_path: str, exchange: str, configs: list[int], plan: dict):
-        self.options, self.configs, self.error = options, configs, None
+        self.options, self.configs, self.error, self.joined = options, configs, None, False
         self.worker = WorkerProcess(options)
-        args = dict(task_dir=task.ref, lib=lib_path, abi=options.abi, target=options.target, module=None,
-                    exchange=exchange, threads=options.threads, load=False)
-        self.thread = threading.Thread(target=self._run, args=(args, plan), daemon=True, name="kevolve-precompile")
+        init = protocol.Init(task_dir=task.ref, lib=lib_path, abi=options.abi, target=options.target, module=None,
+                             exchange=exchange, threads=options.threads, load=False)
+        self.thread = threading.Thread(target=self._run, args=(init, plan), daemon=True, name="kevolve-precompile")
         self.thread.start()
 
-    def _run(self, args: dict, plan: dict) -> None:
+    def _run(self, init: protocol.Init, plan: dict) -> None:
         try:
-            info = self.worker.call("init", self.options.timeout + 120, **args)
-            if "error" in info or not (info.get("confinement") or {}).get("landlock"):
-                self.error = info.get("error", "not Landlock-confined")
+            info = self.worker.call(init, self.options.timeout + 120)
+            if isinstance(info, protocol.Failed) or not (info.confinement or {}).get("landlock"):
+                self.error = info.error if isinstance(info, protocol.Failed) else "not Landlock-confined"
                 return
-            self.worker.call("set_configs", 60, shapes=self.options.shapes)
+            self.worker.call(protocol.SetConfigs(self.options.shapes), 60)
             baseline_cache.seed(self.worker.tmp, self.options.cache_dir)
             for i in self.configs:
-                self.worker.call("prepare", 600 + self.options.timeout, config=i, baselines=list(plan[i]["wanted"]))
+                self.worker.call(protocol.Prepare(i, tuple(plan[i]["wanted"])), 600 + self.options.timeout)
         except (WorkerDied, OSError) as e:
             self.error = str(e)
 
     def join(self) -> None:
-        """Waits for the helper, harvests what it compiled into the node's master, and ends it."""
+        """Waits for the helper, harvests what it compiled into the node's master, and ends it (once: a second
+        call does nothing)."""
+        if self.joined:
+            return
+        self.joined = True
         self.thread.join()
         try:
             if self.error is None:

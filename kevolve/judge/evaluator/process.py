@@ -36,6 +36,8 @@ import time
 
 from kevolve import ROOT
 from kevolve.judge import build as builder
+from kevolve.judge import protocol
+from kevolve.judge.protocol import WorkerDied  # noqa: F401 (importers name it here too)
 from kevolve.judge.worker.confine import EVIDENCE_ENV, LIMITS_ENV
 from kevolve.judge.evaluator.evidence import Supervisor
 from kevolve.judge.options import Options
@@ -44,10 +46,6 @@ from kevolve.judge.worker import pidns
 from kevolve.judge.sandbox import clean_env
 
 
-class WorkerDied(Exception):
-    def __init__(self, kind: str, detail: str):
-        super().__init__(f"{kind}: {detail}")
-        self.kind, self.detail = kind, detail
 
 
 class WorkerProcess:
@@ -128,14 +126,16 @@ class WorkerProcess:
         for line in iter(self.proc.stderr.readline, b""):
             self.stderr.append(line[:2000].decode(errors="replace"))
 
-    def call(self, cmd: str, timeout: float, **args) -> dict:
-        """Sends one command; the reply must carry the request's nonce (a kernel writing to the protocol
-        pipe cannot know it), else the worker is killed and the call fails as `protocol`."""
+    def call(self, command: protocol.Command, timeout: float) -> protocol.Reply:
+        """Sends one command and returns its typed reply (`judge.protocol.decode_reply`): it must carry the
+        request's nonce (a kernel writing to the protocol pipe cannot know it) and the fields its type declares,
+        else the worker is killed and the call fails as `protocol`. A command that raised in the worker is a
+        `protocol.Failed` reply, not an exception."""
         nonce = secrets.token_hex(16)
-        if cmd in ("load", "load_other") or (cmd == "init" and args.get("load", True)):
+        if command.loads_kernel:
             self.evidence.loading()                       # from here on, what the worker tries is the kernel's
         try:
-            self.proc.stdin.write((json.dumps({"cmd": cmd, "nonce": nonce, **args}) + "\n").encode())
+            self.proc.stdin.write(protocol.encode(command, nonce))
             self.proc.stdin.flush()
         except BrokenPipeError:
             raise WorkerDied("crash", self._died()) from None
@@ -144,21 +144,20 @@ class WorkerProcess:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerDied("timeout", f"{cmd} did not finish within {timeout:.0f} s")
+                raise WorkerDied("timeout", f"{command.name} did not finish within {timeout:.0f} s")
             if self.sel.select(timeout=min(left, 1.0)):
                 line = self.proc.stdout.readline()
                 if not line:
                     raise WorkerDied("crash", self._died())
                 try:
-                    reply = json.loads(line)
-                except ValueError:
-                    reply = None
-                if not isinstance(reply, dict) or reply.pop("nonce", None) != nonce:
+                    reply = protocol.decode_reply(line, command, nonce)
+                except protocol.ProtocolError as e:
                     self.kill()
                     raise WorkerDied("protocol", "something other than the harness wrote to its protocol pipe "
-                                     f"during {cmd} (the kernel?): {line[:120]!r}")
-                if cmd == "init" and isinstance(reply.get("confinement"), dict):
-                    self.evidence.policy(reply["confinement"])
+                                     f"during {command.name} (the kernel?), or the worker's reply was malformed "
+                                     f"({e}): {line[:120]!r}") from None
+                if isinstance(reply, protocol.Started) and isinstance(reply.confinement, dict):
+                    self.evidence.policy(reply.confinement)
                 return reply
 
     def forbidden(self) -> str | None:
@@ -199,7 +198,7 @@ class WorkerProcess:
         ended = None
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.write(b'{"cmd": "exit"}\n')
+                self.proc.stdin.write(protocol.encode(protocol.Exit(), None))
                 self.proc.stdin.flush()
                 self.proc.wait(timeout=10)
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
@@ -259,9 +258,8 @@ def _subreaper() -> bool:
     a process left behind by a worker's lineage — a kernel's child that left the worker's process group,
     possible where seccomp is missing — becomes this process's child when its parent dies, instead of init's,
     so `_end_orphans` can find it, kill it and reap it. Not inherited by this process's other children. It also
-    adopts the orphans of every other process tree this process started (a search driver run as its subprocess,
-    killed: that driver's Ray actors become its children, and outlived it by over 30 s in a test run:
-    `tests/conftest.py`, `orphans_go_to_init`), and leaves them as they are, zombies once they end."""
+    adopts the orphans of every other process tree this process started, and leaves them as they are, zombies
+    once they end (docs/decisions/judge.md, "The evaluator is a subreaper"; `tests/conftest.py`)."""
     global _SUBREAPER
     if _SUBREAPER is None:
         import ctypes

@@ -128,7 +128,7 @@ class BaselineTimes:
     Baselines do not depend on the candidate; timing them for each one (and compiling torch.compile in
     each fresh worker) is most of a search's judging time. Every `refresh_s` they are timed again for that
     candidate as `python -m kevolve.evaluate` always does; what is kept are the times taken before its kernel
-    loaded (`harness._time_baselines`), never the ones interleaved with it."""
+    loaded (`torch_baselines.time_alone`), never the ones interleaved with it."""
 
     def __init__(self, refresh_s: float):
         self.refresh_s, self.entries = refresh_s, {}

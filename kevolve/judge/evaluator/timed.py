@@ -5,7 +5,7 @@ timed call — the timed calls are checked, not trusted.
 nothing could be precomputed), then fresh random input variants for every round; after each round it
 compares every input set exactly with its own draw, computes each set's float64 reference once, compares
 every checked call's outputs to it within tolerance, checks that no guard was written, and only then asks for
-the next round. The number of rounds is fixed by the worker before the first timed call (`session.plan_rounds`).
+the next round. The number of rounds is fixed by the worker before the first timed call (`round_plan.plan_rounds`).
 `floor_verdict` is the rule for a time the hardware cannot deliver. Every round is also measured from outside
 (`judge.evaluator.outside`): its wall time and the worker's CPU time on the evaluator's side; besides the counted rounds,
 one probe round per checked kernel before them with its calls left out, and one after them with every call
@@ -23,9 +23,11 @@ import collections
 import secrets
 from dataclasses import dataclass, field
 
+from kevolve.judge import protocol
 from kevolve.judge import exchange
 from kevolve.judge.evaluator import outside
-from kevolve.judge.worker import session, timing
+from kevolve.judge import rounds as round_plan
+from kevolve.judge.worker import timing
 from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.options import Options
 from kevolve.judge.evaluator.process import WorkerDied, WorkerProcess
@@ -69,70 +71,69 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
     limit = options.timeout + 60
     seed = fresh_variant()
     with checker.clock("setup", f"{cfg.id}"):
-        setup = _call(worker, limit + 600, "time_setup", config=index, baselines=list(baselines), seed=seed,
-                      calls=options.calls, reps=options.reps, budget_s=options.budget_s, baseline_ms=baseline_ms,
-                      other=other, kernel=kernel)
-    checker.clock.add(setup.get("worker_s"))
-    n, inputs, cuda = setup["calls"], setup["inputs"], options.target == "cuda"
+        setup = _call(worker, limit + 600, protocol.TimeSetup(
+            index, tuple(baselines), seed, options.calls, options.reps, options.budget_s, baseline_ms, other, kernel))
+    checker.clock.add(setup.worker_s)
+    n, inputs, cuda = setup.calls, setup.inputs, options.target == "cuda"
     forged = _plan_forged(setup, checker.task, cfg, options, baseline_ms, (1 + other) if kernel else 0)
     if forged:
-        worker.call("time_end", 120)
-        return Timed(clock=setup.get("clock", {}), notes=setup.get("notes", {}), failure=forged)
-    checked = len(setup["outputs"])
-    why = _verify(checker, cfg, setup, [seed + i for i in range(setup["warm"])], n, "warm-up", other)
+        worker.call(protocol.TimeEnd(), 120)
+        return Timed(clock=setup.clock, notes=setup.notes, failure=forged)
+    checked = len(setup.outputs)
+    why = _verify(checker, cfg, setup, [seed + i for i in range(setup.warm)], n, "warm-up", other)
     if not why and cuda:                # the graphs' first replays (they upload), untimed: no round is thrown away
         with checker.clock("setup", f"{cfg.id} upload"):
-            uploaded = _call(worker, limit * max(1, n), "time_upload")
-        checker.clock.add(uploaded.get("worker_s"))
+            uploaded = _call(worker, limit * max(1, n), protocol.TimeUpload())
+        checker.clock.add(uploaded.worker_s)
     raw: dict[str, list] = collections.defaultdict(list)
     cpu = outside.CpuClock(worker.pid)
     counted: list[outside.Round] = []
 
-    def run(hollow: tuple[str, ...], when: str) -> tuple[str | None, dict, outside.Round]:
+    def run(hollow: tuple[str, ...], when: str) -> tuple[str | None, protocol.TimedRound, outside.Round]:
         """One round: the worker's reply, verified, and the round as the outside clock saw it."""
         variants = checker.timed_variants(cfg, inputs)
         with checker.clock("round", f"{cfg.id} {when}"):
             span = outside.Span(cpu)
-            reply = _call(worker, limit * max(1, n), "time_round", variants=variants, hollow=list(hollow))
+            reply = _call(worker, limit * max(1, n), protocol.TimeRound(tuple(variants), tuple(hollow)))
             span.replied()
-        checker.clock.add(reply.get("worker_s"))
-        checker.clock.count(reply.get("work"))
+        checker.clock.add(reply.worker_s)
+        checker.clock.count(reply.work)
         wrong = _verify(checker, cfg, reply, variants, n, when, other, hollow)
-        seen = span.round(reply["times"], hollow)
+        seen = span.round(reply.times, hollow)
         return wrong or outside.sum_bound(seen, when), reply, seen
 
-    parties = _parties(setup["clock"], other) if kernel else {}
+    parties = _parties(setup.clock, other) if kernel else {}
     probes: dict[str, outside.Round] = {}
 
     def probe(party: str) -> str | None:
         nonlocal checked
         when = f"outside-clock probe without {party}"
         wrong, reply, probes[party] = run(parties[party], when)
-        checked += sum(o["who"] not in parties[party] for o in reply["outputs"])
+        checked += sum(o["who"] not in parties[party] for o in reply.outputs)
         return wrong
 
     # the checked kernels' probes first, the empty one last: a judgement's first round costs the harness more
     # (allocations settle), which then errs on the side of the kernel in both bounds
     for party in [p for p in parties if p != ALL]:
         why = why or probe(party)
-    rounds = setup["rounds"]
+    rounds = setup.rounds
     for r in range(rounds):
         if why:
             break
         when = f"round {r + 1} of {rounds}"
         why, reply, seen = run((), when)
-        checked += len(reply["outputs"])
+        checked += len(reply.outputs)
         counted.append(seen)
-        for name, values in reply["times"].items():
+        for name, values in reply.times.items():
             raw[name].extend(values)
     if ALL in parties:
         why = why or probe(ALL)
     with checker.clock("release", cfg.id):
-        worker.call("time_end", 120)
+        worker.call(protocol.TimeEnd(), 120)
     if why:
-        return Timed(clock=setup["clock"], notes=setup["notes"], checked_calls=checked, failure=why)
+        return Timed(clock=setup.clock, notes=setup.notes, checked_calls=checked, failure=why)
     samples, latency = {}, {}
-    for name, kind in setup["clock"].items():
+    for name, kind in setup.clock.items():
         if kind == "wall":
             samples[name] = list(raw[name])
             continue
@@ -143,25 +144,25 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
                          for c in hollow) for party, hollow in parties.items()}
     bounds = {party: ("over",) if party == ALL else ("under",) for party in parties}
     seen = outside.check(counted, probes, shares, bounds, outside.cores(worker.pid))
-    return Timed(samples, latency, setup["clock"], setup["notes"], checked, failure=seen.failure, near=seen.near,
+    return Timed(samples, latency, setup.clock, setup.notes, checked, failure=seen.failure, near=seen.near,
                  outside=seen.checks)
 
 
-def _plan_forged(setup: dict, task, cfg: Case, options: Options, baseline_ms: float | None,
+def _plan_forged(setup: protocol.Warmed, task, cfg: Case, options: Options, baseline_ms: float | None,
                  checked: int) -> str | None:
     """The worker's timing plan checked against the evaluator's own: the calls per round and their input sets are
-    what `session.calls_for` gives, and the rounds lie between the fewest and the most `session.plan_rounds`
+    what `round_plan.calls_for` gives, and the rounds lie between the fewest and the most `round_plan.plan_rounds`
     allows (exactly its count where the evaluator gave the baselines' time: the worker's own warm-up time
     decides it otherwise). A kernel that rewrote the plan in the worker's memory — no rounds, so no timed call
     at all, or fewer calls to check — is refused, not obeyed."""
     cuda = options.target == "cuda"
     sizes = cfg.size_dict
-    n = session.calls_for(task, sizes, options.abi, options.calls, options.reps, cuda, checked)
-    verify = session.set_bytes(task, sizes)
-    most = session.plan_rounds(options.reps, n, cuda, None, None, verify)
-    fewest = session.plan_rounds(options.reps, n, cuda, options.budget_s, baseline_ms, verify) if baseline_ms \
-        else session.plan_rounds(1, n, cuda, None, None, verify)
-    calls, inputs, rounds = (setup.get(k) for k in ("calls", "inputs", "rounds"))
+    n = round_plan.calls_for(task, sizes, options.abi, options.calls, options.reps, cuda, checked)
+    verify = round_plan.set_bytes(task, sizes)
+    most = round_plan.plan_rounds(options.reps, n, cuda, None, None, verify)
+    fewest = round_plan.plan_rounds(options.reps, n, cuda, options.budget_s, baseline_ms, verify) if baseline_ms \
+        else round_plan.plan_rounds(1, n, cuda, None, None, verify)
+    calls, inputs, rounds = setup.calls, setup.inputs, setup.rounds
     if calls != n or inputs != n + cuda or not isinstance(rounds, int) or not fewest <= rounds <= most:
         return (f"the worker's timing plan ({calls} calls a round on {inputs} input sets, {rounds} rounds) is not "
                 f"the evaluator's ({n} calls on {n + cuda} sets, {fewest}-{most} rounds) — rewritten in the worker")
@@ -182,15 +183,15 @@ def _parties(clock: dict, other: bool) -> dict[str, tuple[str, ...]]:
 ALL = "all contenders"
 
 
-def _call(worker: WorkerProcess, timeout: float, cmd: str, **args) -> dict:
-    reply = worker.call(cmd, timeout, **args)
-    if "error" in reply:
+def _call(worker: WorkerProcess, timeout: float, command: protocol.Command) -> protocol.Reply:
+    reply = worker.call(command, timeout)
+    if isinstance(reply, protocol.Failed):
         worker.kill()                   # a CUDA error poisons the context: never reuse this worker
-        raise WorkerDied("crash", f"while timing: {reply['error']}")
+        raise WorkerDied("crash", f"while timing: {reply.error}")
     return reply
 
 
-def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: int, when: str,
+def _verify(checker: Checker, cfg: Case, reply: protocol.Warmed | protocol.TimedRound, variants: list[int], n: int, when: str,
             other: bool, hollow: tuple[str, ...] = ()) -> str | None:
     try:
         return _verify_round(checker, cfg, reply, variants, n, when, other, hollow)
@@ -198,23 +199,23 @@ def _verify(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: in
         exchange.forget_packs(checker.folder)
 
 
-def _verify_round(checker: Checker, cfg: Case, reply: dict, variants: list[int], n: int, when: str,
+def _verify_round(checker: Checker, cfg: Case, reply: protocol.Warmed | protocol.TimedRound, variants: list[int], n: int, when: str,
                   other: bool, hollow: tuple[str, ...] = ()) -> str | None:
     """Guards intact; then per input set: the inputs unchanged (compared exactly), its reference computed once
     (or found in the evaluator's cache: `Checker.timed_set`), and every call's outputs on it within tolerance. The outputs
     of `hollow` contenders (not called: an outside-clock probe) are discarded unread, and so are the inputs
     when no checked call is left."""
-    for who, over in reply["overruns"].items():
+    for who, over in reply.overruns.items():
         if over and who not in hollow:
             return f"{_who(who, other)}wrote outside {', '.join(over)} during timing ({when})"
     by_slot = collections.defaultdict(list)
-    for o in reply["outputs"]:
+    for o in reply.outputs:
         if o["who"] in hollow:
             exchange.discard(o["handles"], checker.folder)
         else:
             by_slot[o["slot"]].append(o)
     if not by_slot:
-        for handles in reply["input_handles"]:
+        for handles in reply.input_handles:
             exchange.discard(handles, checker.folder)
         return None
     for i, v in enumerate(variants):
@@ -225,7 +226,7 @@ def _verify_round(checker: Checker, cfg: Case, reply: dict, variants: list[int],
         else:
             mine, expected = checker.timed_set(cfg, v)
         with checker.clock("inputs", f"{cfg.id} {when} set {i + 1}"):
-            changed = checker.changed_inputs(cfg, v, reply["input_handles"][i], mine)
+            changed = checker.changed_inputs(cfg, v, reply.input_handles[i], mine)
         if changed:
             return f"input {', '.join(changed)} modified during timing ({when}, input set {i + 1})"
         del mine

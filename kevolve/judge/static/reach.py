@@ -3,8 +3,7 @@ structures named in strings or numbers.
 
 C reaches any function of any loaded library from the address of one it may call: cast it to an integer or a
 byte pointer, step back to the library's ELF header, walk its dynamic section to the symbol table, and look up
-`dl_iterate_phdr`, then the interpreter's `PyRun_SimpleString` (issue 37: a kernel did exactly this and rewrote
-its worker's clock). `violations(toks)` reads the user's preprocessed tokens (`judge.static.tokens`) and returns
+any other (docs/decisions/judge.md, "Issue 37: reaching code by address"). `violations(toks)` reads the user's preprocessed tokens (`judge.static.tokens`) and returns
 (rule, line, reason) for:
 - `function-address`: a function designator — a name the file calls or launches, a library function, a
   variable or parameter declared as a function pointer or assigned one, `stdout`/`stderr` — that is cast to an

@@ -22,13 +22,8 @@ or a reason (`symbol: ...`) when the library
   spelled — the first step of a walk from one allowed function to every other (issue 37). Every seed and best
   kernel of every task makes none but the toolchain's own (`DATA_OK`).
 
-Evidence for the cuda list: nvcc links the CUDA runtime statically by default, which makes the library
-import ~170 libc/pthread/dl symbols of its own and hides every runtime call; `build` therefore links it
-shared (`-cudart shared`), so each runtime call is an undefined `cuda*`/`__cuda*` symbol here. Every CUDA
-seed of every task imports only `__cudaRegister*`, `__cudaPush/PopCallConfiguration`, `__cudaLaunchKernel`,
-`__cudaGetKernel`, `cudaGetLastError`, `cudaMemsetAsync`, the C++ guard/personality symbols and `exit`
-(nvcc's registration stub calls it; the token rules still forbid `exit` in user code, and a worker that
-exits is a crash verdict).
+`build` links the CUDA runtime shared (`-cudart shared`), so each runtime call is an undefined `cuda*`/`__cuda*`
+symbol here (why, and the evidence for the cuda list: docs/decisions/judge.md, "The symbol allow-list").
 Not guaranteed: what the code does with addresses it computes from data it holds — a PLT slot of its own
 library after a call, `stdout` (libc's data), its own static arrays; the worker's confinement (`judge.worker.confine`)
 and the evidence of what it refuses (`judge.evaluator.evidence`) are the layers for that.

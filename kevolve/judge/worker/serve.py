@@ -17,391 +17,28 @@ A crash or hang kills only this process; the evaluator turns it into a verdict.
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
-import importlib.util
-import json
 import os
 import sys
-import time
 import traceback
-from pathlib import Path
 
-from kevolve.judge.worker.buffers import allocate, overruns, poison_all
+from kevolve.judge import protocol
+from kevolve.judge.worker.calls import NVTX_ENV, NVTX_RANGE  # noqa: F401 (search.profile reads them here)
+from kevolve.judge.worker.commands import Worker
 
-
-def fingerprint(t) -> str:
-    """A cheap checksum of a tensor's bytes, computed where the tensor lives (only a number crosses to the host):
-    the integer sum of its 32-bit words (bytes when its size is not a multiple of 4). It tells the evaluator
-    that the worker drew the same inputs — a harness self-check, not a defence: whether a kernel modified
-    an input is decided by the evaluator comparing the buffer itself, exactly (`exchange.read` + `torch.equal`)."""
-    import torch
-    flat = t.detach().reshape(-1).contiguous()
-    if not flat.numel():
-        return "0:0"
-    raw = flat.view(torch.uint8)
-    words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
-    return f"{raw.numel()}:{int(torch.sum(words, dtype=torch.int64))}"
+# each command type -> the `Worker` method that handles it (looked up at call time: tests replace methods)
+HANDLERS: dict[type[protocol.Command], str] = {kind: kind.name for kind in protocol.COMMANDS.values()
+                                               if kind is not protocol.Exit}
 
 
-class Worker:
-    def __init__(self):
-        self.task = self.kernel = None
-        self.buffers: dict[int, list[dict]] = {}     # config index -> buffer sets allocated for it
-        self.copies: list[dict] = []                 # exported copies of the edge call's mapped buffers (`_export`)
-        self.compiled = {}
-        self.session = None                         # the timing session (`time_setup` .. `time_end`)
-        self.ipc = False                            # outputs through CUDA IPC (set_exchange) or files
-        self.evictor = None                         # the CPU clock's cache-line evictor (`judge.worker.evict`)
-        self.cpu_flush = "lines"
-
-    # ------------------------------------------------------------------ commands
-    def init(self, task_dir: str, lib: str, abi: str, target: str, module: str | None, exchange: str,
-             threads: int | None = None, also: list[str] | None = None, load: bool = True,
-             evict: str | None = None, cpu_flush: str = "lines", strict_cuda: bool = False) -> dict:
-        """Loads the task and the kernel `lib`, confined first; `also`: libraries loaded later by `load_other`
-        (`harness.compare`), which the confinement must let this process read. `load=False` leaves the kernel
-        for `load`, after `prepare` and `seal` (the harness's order: the kernel's code runs only sealed).
-        `evict`: the evictor's library (`judge.worker.evict`), loaded here, before the confinement and any candidate code,
-        for the CPU clock's `cpu_flush` mode `lines`. `strict_cuda=False` (the default until the strict order has
-        passed the gpu tests on an H200, `Options.strict_cuda`): on CUDA the driver starts before the confinement,
-        as it long did, so its threads predate Landlock (seccomp still covers them)."""
-        import torch
-        from kevolve.task.precision import set_strict_float32
-        from kevolve.task.spec import load_task
-        set_strict_float32()                        # torch's baselines in IEEE float32, as the task filters compute them
-        self.target, self.abi, self.exchange = target, abi, Path(exchange)
-        self.device = "cuda" if target == "cuda" else "cpu"
-        self.task = load_task(task_dir)
-        self.cpu_flush = cpu_flush
-        if target == "cpu" and cpu_flush == "lines":
-            from kevolve.judge.worker.evict import Evictor
-            if evict:
-                self.evictor = Evictor(evict)
-            else:
-                print("kevolve worker: no cache-line evictor could be built here (no C compiler?); timed CPU calls "
-                      "are made cold by rewriting 2 x the LLC instead (cpu_flush=llc)", file=sys.stderr, flush=True)
-        # confined once the evictor's library is loaded (the confinement does not let it be read) and before any thread
-        # but this one exists: Landlock and the capabilities' drop hold only on threads started after it (`confine`),
-        # and torch's pool and the CUDA driver start theirs below
-        early_cuda = target == "cuda" and not strict_cuda
-        if early_cuda:
-            self._start_cuda()
-        self.confinement = self._confine([lib, *(also or [])], target)
-        if threads:
-            torch.set_num_threads(threads)
-        if target == "cuda" and not early_cuda:
-            self._start_cuda()
-        self.lib, self.module = lib, module
-        if load:
-            self.load()
-        name = torch.cuda.get_device_name() if target == "cuda" else _cpu_name()
-        uuid = str(torch.cuda.get_device_properties(0).uuid) if target == "cuda" else None
-        return {"device": name, "bandwidth_gbs": self._bandwidth(), "uuid": uuid, "confinement": self.confinement}
-
-    def _start_cuda(self) -> None:
-        """The CUDA driver and runtime started (their threads with them), and the runtime's handle found once."""
-        import torch
-        from kevolve.judge.worker import l2
-        torch.cuda.init()
-        torch.empty(1, device="cuda")
-        l2.cudart()
-
-    def load(self) -> dict:
-        """Loads the kernel library named at `init`: the first moment any of its code can run (dlopen's
-        initialisers, a torch extension's module init)."""
-        self.kernel = self._load(self.lib, self.module)
-        return {}
-
-    def seal(self, threads: bool | None = None) -> dict:
-        """No new process from here on (`confine.seal`: exec, fork, vfork refused), once torch.compile is done
-        with its compilers and compile workers, which are shut down first (a kernel could feed them work
-        through their pipes). Replies with what holds, or why not."""
-        async_compile = sys.modules.get("torch._inductor.async_compile")
-        if async_compile is not None:               # not imported: nothing compiled here, no workers to end (and
-            try:                                    # importing it just to ask cost 1.9 s of every reused judgement)
-                getattr(async_compile, "shutdown_compile_workers", lambda: None)()
-            except Exception:                       # noqa: BLE001 — no workers to end
-                pass
-        from kevolve.judge import cpus
-        from kevolve.judge.worker import confine
-        if self.target == "cuda" and not threads:   # the seal refuses new threads there: torch's CPU pool now
-            import torch
-            torch.ones(1 << 22).sum()
-        try:
-            allow = self.target != "cuda" if threads is None else threads
-            return {"seal": confine.seal(pinned=bool(os.environ.get(cpus.ENV)), threads=allow)}
-        except OSError as e:
-            return {"seal": None, "missing": str(e)}
-
-    def _load(self, lib: str, module: str | None):
-        from kevolve.task.abi import CKernel, TorchKernel
-        if self.abi == "c":
-            return CKernel(lib, self.task, self.target)
-        spec = importlib.util.spec_from_file_location(module, lib)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return TorchKernel(mod, self.task)
-
-    def _confine(self, libs: list[str], target: str) -> dict:
-        """Confines this process (`judge.worker.confine`) before the kernel loads: it may read the system, Python,
-        the CUDA toolkit, the task and its own libraries' folders, and write only its private temporary
-        directory and the output-exchange folder."""
-        from kevolve import ROOT
-        from kevolve.judge.worker import confine
-        from kevolve.judge.build import cuda_home
-        tmp = os.environ.get("TMPDIR", "")
-        if not Path(tmp, ".kevolve-worker").exists():
-            raise RuntimeError("the worker has no private TMPDIR (start it through judge.evaluator.process.WorkerProcess)")
-        root = str(ROOT.resolve())
-        readable = [str(self.task.dir), *(os.path.dirname(os.path.realpath(lib)) for lib in libs), cuda_home(), sys.prefix,
-                    sys.base_prefix, sys.exec_prefix, str(ROOT / "kevolve"), str(ROOT / "tasks")]
-        readable += [p for p in sys.path if p and os.path.realpath(p) != root]
-        # the repository's own package metadata (an editable install's), which importlib.metadata reads when torch
-        # looks up entry points after the kernel loads: a refused read there was once blamed on an honest kernel
-        readable += [str(p) for pattern in ("*.egg-info", "*.dist-info") for p in ROOT.glob(pattern) if p.is_dir()]
-        return confine.confine(readable, [tmp, str(self.exchange)], target)
-
-    def check(self, config: int, variant: int, new_buffers: bool) -> dict:
-        """One correctness call: NaN-poisoned outputs and workspace; the inputs' fingerprints before the call,
-        and after it the inputs themselves go back with the outputs, for the evaluator to compare exactly."""
-        task, cfg = self.task, self.task_configs[config]
-        sizes = cfg.size_dict
-        if config not in self.buffers:
-            self.buffers.clear()                    # an earlier configuration's buffers are done with
-        sets = self.buffers.setdefault(config, [])
-        if new_buffers or not sets:                 # earlier sets stay alive: the new one has new addresses;
-            sets.append(self._allocate(sizes, edge="misaligned" if sets else "aligned"))   # both end near or
-                                                    # at a page's edge; the second's bases only element-aligned
-        buf = sets[-1]
-        self.copies = []                            # the last call's exported copies (`_export`) are read by now
-        fresh = task.make_inputs(cfg, self.device, variant)
-        for name, t in fresh.items():
-            buf["inputs"][name].copy_(t)
-        poison_all([buf])
-        before = {n: fingerprint(t) for n, t in buf["inputs"].items()}
-        self._sync()
-        start = time.perf_counter()
-        with _fill_uninitialized(self.abi == "torch"), _profiled_range():
-            rc = self.kernel(buf["inputs"], buf["outputs"], sizes, buf["workspace"], self._stream(),
-                             scalars=task.scalar_values(cfg), case=cfg)
-            self._sync()
-        seconds = time.perf_counter() - start
-        overrun = overruns(buf)
-        files = self._export(buf["outputs"], config, variant)
-        handles = self._export(buf["inputs"], config, f"{variant}.in")
-        return {"rc": int(rc), "before": before, "input_handles": handles, "outputs": files, "seconds": seconds,
-                "overruns": overrun, "layout": buf["layout"],
-                "pointers": {n: t.data_ptr() for n, t in buf["inputs"].items()}}
-
-    def release(self) -> dict:
-        """Frees the correctness calls' buffers before timing (the bench shapes' can fill a GPU)."""
-        self.buffers.clear()
-        self._end_session()
-        return {}
-
-    def prepare(self, config: int, baselines: list[str]) -> dict:
-        """Compiles the torch.compile baselines for this configuration's shape (slow once, cached after)."""
-        cfg = self.task_configs[config]
-        probe = self._allocate(cfg.size_dict)
-        for name, t in self.task.make_inputs(cfg, self.device, 99).items():
-            probe["inputs"][name].copy_(t)
-        notes: dict = {}
-        for which in baselines:
-            self._baseline(which, cfg, [probe["inputs"][s.name] for s in self.task.inputs], notes)
-        self._sync()
-        return {"notes": notes}
-
-    def load_other(self, lib: str, module: str | None = None) -> dict:
-        """Loads a second kernel, timed paired with the first by `harness.compare` (same checks)."""
-        self.other = self._load(lib, module)
-        return {}
-
-    def time_setup(self, config: int, baselines: list[str], seed: int, calls: int, reps: int,
-                   budget_s: float | None = None, baseline_ms: float | None = None, other: bool = False,
-                   kernel: bool = True) -> dict:
-        """Starts one configuration's timing session (`judge.worker.session`): buffers for `calls` calls per round,
-        warm-up of every contender on inputs drawn from `seed` (sent now, after the kernel is loaded),
-        CUDA graphs captured. Replies with the rounds to run (fixed now), the clock per contender and the
-        warm-up's outputs to check. `kernel=False`: the baselines alone, before any kernel is loaded (the
-        harness times them so, where no code of a candidate has run)."""
-        from kevolve.judge.worker.session import WARMUP_SETS, Session, calls_for, plan_rounds, set_bytes
-        self._end_session()
-        t0 = time.perf_counter()
-        notes = self.prepare(config, baselines)["notes"] if baselines else {}
-        prepared = time.perf_counter() - t0
-        cfg = self.task_configs[config]
-        sizes = cfg.size_dict
-        fns = {}
-        for which in baselines:
-            fn = self._baseline(which, cfg, None, notes)
-            if fn is not None:
-                fns[which] = fn
-        if kernel and self.kernel is None:
-            raise RuntimeError("time_setup: no kernel is loaded (`load` first, or kernel=False for the baselines)")
-        checked = {"kernel": self.kernel, **({"other": self.other} if other else {})} if kernel else {}
-        n = calls_for(self.task, sizes, self.abi, calls, reps, self.target == "cuda", len(checked))
-        t0 = time.perf_counter()
-        session = Session(self, config, checked, fns, n)
-        allocated = time.perf_counter() - t0
-        warm, slowest = session.warmup([seed + i for i in range(min(WARMUP_SETS, len(session.slots)))])
-        self.session = session
-        gc.freeze()                                 # no collector pass inside a timed round: everything alive now is
-        gc.disable()                                # out of its reach, and it is off until the session ends (a full
-                                                    # pass over torch's objects costs 0.1-0.3 s of the main thread,
-                                                    # which the outside clock would charge to the kernel)
-        rounds = plan_rounds(reps, n, self.target == "cuda", budget_s, baseline_ms or slowest,
-                             set_bytes(self.task, sizes))
-        clock = {name: session.kind.get(name, "wall") for name in session.calls}
-        seconds = {f"setup {k}": v for k, v in {"baselines": prepared, "allocate": allocated, **session.seconds}.items()}
-        return {**warm, "rounds": rounds, "calls": n, "inputs": len(session.slots), "warm": len(warm["input_handles"]),
-                "clock": clock,
-                "notes": {**notes, **session.notes}, "worker_s": seconds}
-
-    def time_round(self, variants: list[int], hollow: list[str] | None = None) -> dict:
-        """One round of the session: every contender timed interleaved on inputs `variants`; the kernels'
-        outputs of every call come back to be checked. `hollow`: contenders left out of a probe round of the
-        evaluator's outside clock (`judge.evaluator.outside`)."""
-        return self.session.run_round(variants, hollow or ())
-
-    def time_upload(self) -> dict:
-        """Each captured graph replayed once, untimed (`Session.upload`), after the warm-up was checked."""
-        return self.session.upload()
-
-    def time_end(self) -> dict:
-        self.release()
-        return {}
-
-    def _end_session(self) -> None:
-        """The timing session's buffers and graphs freed now (`Session.close`; 113 GiB of them, left to a later
-        garbage collection, once filled an H200), and torch's cached blocks handed back to the device."""
-        if self.session is not None:
-            self.session.close()
-            self.session = None
-        gc.enable()
-        if self.target == "cuda":
-            import torch
-            torch.cuda.empty_cache()
-
-    # ------------------------------------------------------------------ helpers
-    def ipc_probe(self) -> dict:
-        """Shares a small known tensor through CUDA IPC; the evaluator opens it to decide the exchange."""
-        import torch
-        self._probe = torch.arange(1024, dtype=torch.float32, device="cuda")
-        self._sync()
-        from kevolve.judge import exchange
-        return {"probe": exchange.describe(self._probe)}
-
-    def set_exchange(self, ipc: bool) -> dict:
-        self.ipc = ipc
-        return {}
-
-    def _export(self, outputs: dict, config: int, variant) -> dict:
-        """`exchange.export` of a correctness call's buffers. CUDA IPC cannot share the edge call's buffers, which
-        the driver mapped apart (`judge.worker.vmm`): those go as copies, kept alive until the next correctness call."""
-        from kevolve.judge import exchange
-        from kevolve.judge.worker import vmm
-        if self.ipc and any(vmm.owns(t) for t in outputs.values()):
-            outputs = {n: t.clone() if vmm.owns(t) else t for n, t in outputs.items()}
-            self.copies.append(outputs)
-        return exchange.export(outputs, self.exchange, f"{config}.{variant}", self.ipc)
-
-    @property
-    def task_configs(self):
-        return self._configs
-
-    def set_configs(self, shapes: str) -> dict:
-        self._configs = self.task.configs(shapes)
-        return {"n": len(self._configs)}
-
-    def _allocate(self, sizes: dict, edge: str = "") -> dict:
-        """One guarded buffer set for this task on this device (`judge.worker.buffers.allocate`)."""
-        return allocate(self.task, self.device, sizes, edge)
-
-    def _baseline(self, which: str, cfg, probe_args: list | None, notes: dict):
-        """torch eager, or torch.compile (default mode, or max-autotune without CUDA graphs) compiled once per
-        (shape, scalar values) on `probe_args` (a failure to compile is noted, not fatal; None: not compiled yet)."""
-        import torch
-        task, sizes, scalars = self.task, cfg.size_dict, self.task.scalar_values(cfg)
-        fn = lambda *ins: task.baseline(*ins, **sizes, **scalars)  # noqa: E731
-        if which == "eager":
-            return fn
-        key = (which, tuple(sorted(sizes.items())), tuple(sorted(scalars.items())))
-        if key not in self.compiled and probe_args is not None:
-            try:
-                import torch._dynamo
-                torch._dynamo.config.recompile_limit = 64    # one code object, every shape of the set
-                compiled = torch.compile(fn, dynamic=False, mode=COMPILE_MODES[which])
-                compiled(*probe_args)
-                self.compiled[key] = compiled
-            except Exception as e:
-                notes[which] = f"torch.compile failed: {type(e).__name__}: {str(e)[:300]}"
-                self.compiled[key] = None
-        return self.compiled.get(key)
-
-    def _stream(self):
-        import torch
-        return torch.cuda.current_stream().cuda_stream if self.target == "cuda" else None
-
-    def _sync(self):
-        import torch
-        if self.target == "cuda":
-            torch.cuda.synchronize()
-
-    def _bandwidth(self) -> float:
-        from kevolve.judge.worker import timing
-        return timing.copy_bandwidth(self.device)
-
-
-COMPILE_MODES = {"compile": None, "compile-max-autotune": "max-autotune-no-cudagraphs"}
-NVTX_ENV, NVTX_RANGE = "KEVOLVE_NVTX", "kevolve"     # under Nsight Compute (`search.profile`): the kernel's range
-
-
-class _profiled_range:
-    """With `KEVOLVE_NVTX` set (a worker started under ncu by `search.profile`), the candidate's call inside the
-    NVTX range `kevolve`, which ncu is limited to (`--nvtx-include kevolve/`): the worker's own kernels (inputs,
-    poison, fingerprints) are left unprofiled, each of which would otherwise be replayed once per metric pass."""
-
-    def __enter__(self):
-        self.on = bool(os.environ.get(NVTX_ENV))
-        if self.on:
-            import torch
-            torch.cuda.nvtx.range_push(NVTX_RANGE)
-
-    def __exit__(self, *exc):
-        if self.on:
-            import torch
-            torch.cuda.nvtx.range_pop()
-
-
-class _fill_uninitialized:
-    """Torch ABI: makes torch::empty hand out NaN-filled memory during the candidate's call."""
-
-    def __init__(self, on: bool):
-        self.on = on
-
-    def __enter__(self):
-        if self.on:
-            import torch
-            self.prev = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-                         torch.utils.deterministic.fill_uninitialized_memory)
-            torch.use_deterministic_algorithms(True, warn_only=True)
-            torch.utils.deterministic.fill_uninitialized_memory = True
-
-    def __exit__(self, *exc):
-        if self.on:
-            import torch
-            torch.use_deterministic_algorithms(self.prev[0], warn_only=self.prev[1])
-            torch.utils.deterministic.fill_uninitialized_memory = self.prev[2]
-
-
-def _cpu_name() -> str:
+def handle(worker: Worker, command: protocol.Command) -> dict:
+    """The reply's fields for one command; an exception becomes a `Failed` reply's."""
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip() + f" ({os.cpu_count()} cores)"
-    except OSError:
-        pass
-    return "cpu"
+        fields = {f.name: getattr(command, f.name) for f in dataclasses.fields(command)}
+        return getattr(worker, HANDLERS[type(command)])(**fields)
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
 
 
 def _exit_with_parent() -> None:
@@ -430,16 +67,14 @@ def main() -> None:
     os.dup2(2, 1)                                    # the candidate's printf goes to stderr
     worker = Worker()
     for line in sys.stdin:
-        msg = json.loads(line)
-        cmd, nonce = msg.pop("cmd"), msg.pop("nonce", None)
-        if cmd == "exit":
-            break
         try:
-            reply = getattr(worker, cmd)(**msg)
-        except Exception as e:
-            reply = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
-        reply["nonce"] = nonce
-        proto.write(json.dumps(reply) + "\n")
+            command, nonce = protocol.decode_command(line)
+        except protocol.ProtocolError as e:
+            proto.write(protocol.encode_fields({"error": f"ProtocolError: {e}"}, e.nonce).decode())
+            continue
+        if isinstance(command, protocol.Exit):
+            break
+        proto.write(protocol.encode_fields(handle(worker, command), nonce).decode())
     proto.close()
     sys.stderr.flush()
     os._exit(0)             # no atexit handlers, no library destructors: nothing of the kernel's runs at teardown
