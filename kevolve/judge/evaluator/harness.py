@@ -217,5 +217,5 @@ def _judge(j: Judgement) -> Evaluation:
         where = configs[n].id + ": " if n < len(configs) else ""
         return verdict(stage, f"{where}{e.kind}: {e.detail}")
     finally:
-        if helper is not None:             # never given a kernel: what it compiled is the harness's own
+        if helper is not None and not helper.joined:   # never given a kernel: what it compiled is the harness's own
             helper.join()

@@ -76,8 +76,8 @@ class Precompiler:
             self.error = str(e)
 
     def join(self) -> None:
-        """Waits for the helper, harvests what it compiled into the node's master, and ends it (once: a second
-        call does nothing)."""
+        """Waits for the helper, harvests what it compiled into the node's master, and ends it (once: `joined`
+        says it was, and a second call does nothing)."""
         if self.joined:
             return
         self.joined = True

@@ -51,7 +51,7 @@ def prepare(j: Judgement, plan: dict[int, dict], info: protocol.Started, helper)
         baseline_cache.seed(worker.tmp, options.cache_dir)
     try:
         for i in bar([i for i in wanted if i not in helped] + helped, "compiling torch baselines"):
-            if helper is not None and i in helped:
+            if helper is not None and i in helped and not helper.joined:
                 with clock("baselines", "waiting for the second worker's compiles"):
                     helper.join()          # its graphs into the master, then into this worker's caches
                     baseline_cache.seed(worker.tmp, options.cache_dir)

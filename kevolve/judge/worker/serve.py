@@ -1,18 +1,12 @@
 """The worker: the only process in which a candidate's code runs.
 
-Started by `kevolve.judge.evaluator.process` as `python -m kevolve.judge.worker` with an environment holding no secrets. It speaks
-JSON lines on a private pipe (the candidate's own prints go to stderr), and it never sees a reference output:
-it draws the inputs itself (from the task's seeded generators), calls the kernel, and hands back the outputs
-(CUDA IPC handles to its buffers when the evaluator can open them, else files), and its inputs the same way
-after the call. The evaluator compares both, exactly for the inputs.
-
-Commands: `init` (load the task, confine, and load the library unless told to wait; torch is imported before
-the first request, so a spare worker is ready), `set_configs`, `ipc_probe` / `set_exchange` (how outputs
-travel), `prepare` (torch.compile the baselines), `seal` (no new process from here on), `load` (the library),
-`check` (one correctness call), `release` (free the correctness buffers), `load_other` (a second kernel, for
-paired comparison), `time_setup` / `time_round` / `time_end` (one configuration's timing session,
-`judge.worker.session`: kernel and torch baselines interleaved, every kernel call checked), `exit`. Every answer is
-one JSON object; an exception becomes `{"error": ...}`.
+Started by `kevolve.judge.evaluator.process` as `python -m kevolve.judge.worker` with an environment holding no
+secrets. It speaks `judge.protocol` on a private pipe (the candidate's own prints go to stderr): each line is
+decoded to a typed command, dispatched on its type to the `Worker` method that handles it
+(`judge.worker.commands`), and answered with one reply carrying the command's nonce; an exception becomes a
+`Failed` reply, a line that is no command a `Failed` reply too. It never sees a reference output: it draws the
+inputs itself (from the task's seeded generators), calls the kernel, and hands back the outputs (CUDA IPC handles
+to its buffers when the evaluator can open them, else files), and its inputs the same way after the call.
 A crash or hang kills only this process; the evaluator turns it into a verdict.
 """
 from __future__ import annotations
