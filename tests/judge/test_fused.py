@@ -215,15 +215,19 @@ def test_an_honest_kernel_passes_compiled_checks_timed_calls_included(tiny, ever
 
 
 def test_auto_compiles_checks_on_cuda_for_an_evaluator_that_keeps_them(tiny):
-    from kevolve.judge.evaluator.harness import _fused
-    landlock = {"confinement": {"landlock": 7}}
+    from kevolve.judge import protocol
+    from kevolve.judge.evaluator.startup import fused as _fused
+
+    def started(landlock: int) -> protocol.Started:
+        return protocol.Started(device="x", bandwidth_gbs=1.0, confinement={"landlock": landlock})
+    landlock = started(7)
     reuse = Reuse(Options(), 0, 0)
     assert _fused(tiny, Options(target="cuda"), reuse, landlock) is reuse.fused(tiny, "cuda")
     assert _fused(tiny, Options(target="cuda"), None, landlock) is None       # one judgement: eager
     assert _fused(tiny, Options(target="cpu"), reuse, landlock) is None
     assert _fused(tiny, Options(target="cpu", compiled_checks="on"), None, landlock) is not None
     assert _fused(tiny, Options(target="cuda", compiled_checks="off"), reuse, landlock) is None
-    assert _fused(tiny, Options(target="cuda"), reuse, {"confinement": {"landlock": 0}}) is None
+    assert _fused(tiny, Options(target="cuda"), reuse, started(0)) is None
 
 
 def test_the_cli_takes_compiled_checks():
