@@ -44,7 +44,7 @@ def test_looking_loads_nothing():
     path = Path(build.cuda_home(), "lib64", "libcudart.so")
     if not path.exists():
         pytest.skip("no CUDA toolkit runtime on disk")
-    code = ("from kevolve.judge import l2; r = l2.find_cudart([%r]); "
+    code = ("from kevolve.judge.worker import l2; r = l2.find_cudart([%r]); "
             "print(isinstance(r, str), l2.loaded_cudarts())" % str(path))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", "[]"], out.stdout + out.stderr
