@@ -20,7 +20,7 @@
                   it also profiles a parent with Nsight Compute when asked (`search.profile`).
 Every actor is restarted by Ray when its process dies (`max_restarts=-1`) and a build is retried when its
 process dies; the driver re-sends the call that was lost, a bounded number of times
-(`driver.ACTOR_RETRIES`), then gives that candidate a `failed` verdict. The driver routes all work;
+(`outcome.ACTOR_RETRIES`), then gives that candidate a `failed` verdict. The driver routes all work;
 actors never call each other. API keys: the two LLM actors read them from their process environment (a local
 Ray's workers inherit the driver's; on a cluster, the environment of the node they are placed on — the driver
 places them on its own node); a key never crosses Ray (a `Secret` refuses to be pickled).

@@ -3,7 +3,7 @@ search's numbers only when it timed every baseline the search did."""
 from __future__ import annotations
 
 from kevolve.judge.results import Evaluation, Measurement, Stats
-from kevolve.search.summary import lost_baselines
+from kevolve.search.finish import lost_baselines
 
 
 def _ms(x: float) -> Stats:
