@@ -13,13 +13,14 @@ from typing import Callable
 
 from kevolve.judge.build import SUFFIX
 from kevolve.messages import Candidate, Proposal
+from kevolve.operators.registry import where
 from kevolve.search import suspects
 from kevolve.search.champion import Champion, Entry
 from kevolve.search.jobs import Comparing, Judging, Profiling, Tally
 from kevolve.search.pipeline import Pipeline
 from kevolve.search.population import red_team
 
-PROFILED = ("optimize", "meta")        # the operators whose prompts show a parent's profile
+PROFILED = where(profiled=True)        # the operators whose prompts show a parent's profile
 
 
 class Contest:

@@ -63,7 +63,7 @@ class Verified:
     """Passed the static rules (and the LLM verifiers' filter): waits for a builder, lowest `priority` first."""
     step: ClassVar[Step] = Step.QUEUED
     candidate: Candidate
-    screening: dict | None = None            # the LLM verdicts and the decision (`Verification.record`)
+    screening: Any = None                    # verification.Screening: the LLM verdicts and the decision
     priority: float = 0.0
     retries: int = 0
 
@@ -91,7 +91,7 @@ class Built:
     candidate: Candidate
     build: Any                               # kevolve.judge.build.Build
     lib: Any
-    screening: dict | None = None
+    screening: Any = None
     retries: int = 0
 
 

@@ -14,15 +14,15 @@ e.g. 8 GPUs judging in 4 s, replies taking 60 s with one child each: 8 × 60 / 4
 requests the endpoints take at once). `Pacer` then measures: each LLM proposal's latency from the driver's
 submission to its return (retries, back-off and queueing included) and the new candidates it gave, and each
 judgement's seconds, over the last `WINDOW` of each, and moves its `target` when the formula's value leaves it by
-a tenth or more, or reaches a bound (so a large target does not flutter by one). Guarantees: plain arithmetic, no I/O; `least ≤ target ≤ most`
-always; a proposal with no candidates counts as `MIN_YIELD` of one, so a run of bad replies raises the target
+a tenth or more, or reaches a bound (so a large target does not flutter by one). Guarantees: plain arithmetic, no I/O;
+`least ≤ target ≤ most` always; a proposal with no candidates counts as `MIN_YIELD` of one, so a run of bad replies raises the target
 without dividing by zero. Not guaranteed: that the evaluators are busy when `most` is below the formula's value
 (`capped` says so; raise `llm.concurrency` if the provider's rate limit allows, or add models on other endpoints).
 
 Builds are paced the same way (`Builds`): an evaluator takes a candidate every J seconds and a build takes B, so
 E × B / J builds must run at once for the evaluators never to wait on nvcc — `builds_wanted`, within the builders
 the plan gives. The driver keeps that many more candidates in flight than its base bound, once it has measured
-both (a knob search on an H200 spent 223 s of nvcc in a 188 s run with 4 in flight: ~3 building at once).
+both (`in_flight`; docs/decisions/search.md).
 """
 from __future__ import annotations
 

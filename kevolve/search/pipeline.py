@@ -25,7 +25,7 @@ from kevolve.search.pacing import Builds
 from kevolve.search.plan import ABI
 from kevolve.search.pool import EvaluatorPool
 from kevolve.search.spend import Spend
-from kevolve.search.verification import Screened, Verification
+from kevolve.search.verification import Screened, Screening, Verification
 
 
 class Pipeline:
@@ -85,8 +85,8 @@ class Pipeline:
         screening, priority = None, 0.0
         if llm_verdicts:
             decision = self.verification.decide(llm_verdicts)
-            screening = Verification.record(llm_verdicts, decision)
-            self.store.set_screening(c.id, screening, cost_usd=cost)
+            screening = Screening(tuple(llm_verdicts), decision)
+            self.store.set_screening(c.id, screening.to_dict(), cost_usd=cost)
             if not decision.build:                 # filter mode, by verifiers that earned it, not audited
                 said = outcome.screened_out(decision.rejected_by, decision.reason)
                 self.store.set_stage(c.id, Status.REJECTED, verdict=verdict, feedback=said.feedback, timings=timings)

@@ -42,16 +42,18 @@ from typing import Any, Iterable
 from kevolve.config import PopulationConfig
 from kevolve.messages import Candidate, Outcome, Proposal
 from kevolve.operators.compose import Request
+from kevolve.operators.registry import SPECS, spec, where
 from kevolve.record.dedupe import source_hash
 
-RED_TEAM = "red_team"
-NO_PARENT = ("translate",)                 # operators that write a kernel from scratch
+NO_PARENT = where(parent="none")           # operators that write a kernel from scratch
 REPAIR_WINDOW = 16                         # repair draws from the most recent failures
 
 
 def red_team(c: Candidate) -> bool:
-    """A red-team candidate: judged like any other, never ranked (see the module's guarantees)."""
-    return c.operator == RED_TEAM
+    """A red-team candidate (an operator whose children are never `ranked`): judged like any other, never ranked
+    (see the module's guarantees)."""
+    s = SPECS.get(c.operator)
+    return s is not None and not s.ranked
 
 
 @dataclass(frozen=True)
@@ -230,13 +232,14 @@ class Population:
             operator, model = rng.choices(list(weights), weights=list(weights.values()))[0], None
         if operator in NO_PARENT:
             return Proposal(island, None, operator, (), model)
-        parent = self._repair_parent(island, rng) if operator == "repair" else self.select_parent(island, rng)
+        s = spec(operator)
+        parent = self._repair_parent(island, rng) if s.parent == "failed" else self.select_parent(island, rng)
         if parent is None:
             return None
         inspirations: tuple[Candidate, ...] = ()
-        if not self.seeds_only and (operator == "crossover" or rng.random() < self.config.inspiration_rate):
+        if not self.seeds_only and (s.second_parent or rng.random() < self.config.inspiration_rate):
             inspirations = tuple(self.inspirations(island, self.config.inspirations, rng, exclude=[parent.id]))
-        if operator == "crossover" and not inspirations:
+        if s.second_parent and not inspirations:
             return None
         return Proposal(island, parent, operator, inspirations, model)
 
@@ -262,12 +265,12 @@ class Population:
     def _servable(self, operator: str) -> bool:
         if operator in NO_PARENT:
             return True
+        s = spec(operator)
         if self.seeds_only:
-            return operator not in ("repair", "crossover") and any(m.candidate.operator == "seed"
-                                                                   for m in self._members.values())
-        if operator == "repair":
+            return not s.dependent and any(m.candidate.operator == "seed" for m in self._members.values())
+        if s.parent == "failed":
             return bool(self._failures())
-        if operator == "crossover":
+        if s.second_parent:
             return len(self._archive) >= 2
         return any(not red_team(m.candidate) for m in self._members.values())
 

@@ -25,6 +25,8 @@ import ray
 
 from kevolve.messages import Candidate, Mutation, Proposal
 from kevolve.operators.choice import reward
+from kevolve.operators.compose import Request
+from kevolve.operators.registry import spec, where
 from kevolve.search import outcome
 from kevolve.search.contest import Contest
 from kevolve.search.jobs import Mutating, again
@@ -77,7 +79,8 @@ class Mutations:
     def kinds(self) -> dict[str, bool]:
         """The kinds of operator this run weights (knob, llm), each True while it is not spent (DUPLICATE_STREAK
         proposals in a row without a new candidate; any new candidate, or a correct one, renews both)."""
-        kinds = {"knob": self.plan.population.operators.get("knob", 0) > 0, "llm": bool(self.plan.llm_operators)}
+        ops = self.plan.population.operators
+        kinds = {"knob": any(ops.get(o, 0) > 0 for o in where(llm=False)), "llm": bool(self.plan.llm_operators)}
         return {k: self.misses[k] < DUPLICATE_STREAK for k, weighted in kinds.items() if weighted}
 
     def spent(self) -> str | None:
@@ -103,21 +106,18 @@ class Mutations:
         return False
 
     def submit(self, proposal: Proposal, torch_source: str | None = None) -> bool:
-        """Sends a proposal to the Mutator: knob mutation, or an LLM operator's complete Request (`torch_source`:
-        a translate founder's torch-extension kernel)."""
-        seed, verifier_calls = self.rng.getrandbits(63), len(self.plan.verifiers.checks)
-        if proposal.operator == "knob":
-            if not self.spend.room(verifier_calls):                # its child's verifier calls
-                return self._no_room()
-            job = Mutating(proposal, lambda: self.mutator.mutate.remote(proposal, seed, self.plan.knob_changes))
-        else:
-            expect = self.plan.meta_children if proposal.operator == "meta" else 1
-            calls = 1 + (expect if proposal.operator == "meta" else 0)
-            if not self.spend.room(calls + expect * verifier_calls):
-                return self._no_room()
-            request = self.population.request(proposal, self.learning.board, self.plan.strategies_shown,
-                                              self.plan.meta_children, self.contest.profiles, torch_source)
-            job = Mutating(proposal, lambda: self.mutator.write.remote(request, seed, proposal.model), expect, calls)
+        """Sends a proposal to the Mutator as a complete Request: knob mutation's, or an LLM operator's with what
+        its prompt quotes (`Population.request`; `torch_source`: a translate founder's torch-extension kernel)."""
+        seed, verifier_calls, s = self.rng.getrandbits(63), len(self.plan.verifiers.checks), spec(proposal.operator)
+        expect = self.plan.meta_children if s.many else 1
+        calls = 1 + (expect if s.many else 0) if s.llm else 0     # its LLM calls; its children's verifier calls:
+        if not self.spend.room(calls + expect * verifier_calls):
+            return self._no_room()
+        request = (self.population.request(proposal, self.learning.board, self.plan.strategies_shown,
+                                           self.plan.meta_children, self.contest.profiles, torch_source)
+                   if s.llm else Request(proposal.operator, proposal))
+        job = Mutating(proposal, lambda: self.mutator.apply.remote(request, seed, proposal.model), expect, calls)
+        if s.llm:
             self.spend.start(calls)
             self.contest.profile(proposal)
         self.pipeline.send(job.send(), job)
@@ -144,7 +144,7 @@ class Mutations:
         """One child of a proposal: a new candidate (True), or a recorded failure (no kernel, or a duplicate)."""
         self.pipeline.tally.stage_seconds["mutate"] += m.seconds
         p = job.proposal
-        llm = p.operator != "knob"
+        llm = spec(p.operator).llm
         if m.source is None or not self.population.reserve(m.source):
             self.misses["llm" if llm else "knob"] += 1   # no knobs to turn, a bad parent, no kernel, a duplicate
             if m.source is None or llm:
@@ -185,7 +185,7 @@ class Mutations:
             return
         self.pipeline.tally.proposing -= job.expect
         p = job.proposal
-        self.misses["knob" if p.operator == "knob" else "llm"] += 1
+        self.misses["llm" if spec(p.operator).llm else "knob"] += 1
         self.store.log_event("mutation_failed", {"parent": p.parent.id if p.parent else None, "arm": p.arm,
                                                  "reward": 0.0, "operator": p.operator,
                                                  "reason": outcome.first_line(error)})
@@ -207,7 +207,7 @@ class FromPopulation:
             kinds["llm"] = False                 # as many LLM calls in flight as there should be: knob meanwhile,
         if not any(kinds.values()):              # so that no evaluator waits on the network
             return False
-        only = None if all(kinds.values()) else (("knob",) if kinds.get("knob") else m.plan.llm_operators)
+        only = None if all(kinds.values()) else (where(llm=False) if kinds.get("knob") else m.plan.llm_operators)
         proposal = m.population.propose(m.rng, m.learning.policy, only)
         return proposal is not None and m.submit(proposal)
 

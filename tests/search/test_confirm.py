@@ -1,4 +1,4 @@
-"""kevolve/search/summary.py: the search's last judgement of its best (baselines interleaved) replaces the
+"""kevolve/search/finish.py: the search's last judgement of its best (baselines interleaved) replaces the
 search's numbers only when it timed every baseline the search did."""
 from __future__ import annotations
 
