@@ -117,7 +117,8 @@ class Driver:
         """A resumed run takes up its state from the store and re-queues its unfinished candidates; a new run is
         seeded (and its translate founders proposed); a stream starts from nothing."""
         if self.resumed:
-            restore.resume(self)
+            restore.resume(self.store, self.tally, self.learning, self.verification, self.spend, self.pacer,
+                           self.contest, self.mutations, self.pipeline, self.recorded)
         elif self.stream is None:
             for c in sources.seeds(self.plan, self.task, self.recorded):
                 if self.population.reserve(c.source):
