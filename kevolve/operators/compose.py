@@ -20,18 +20,20 @@ from kevolve.judge.results import Evaluation
 from kevolve.messages import Candidate, Proposal
 from kevolve.operators import context as facts
 from kevolve.operators.context import Context
+from kevolve.operators.registry import LLM_OPERATORS, SPECS, where
 from kevolve.operators.strategies import Strategy
 from kevolve.operators.template import render
 
-OPERATORS = ("translate", "optimize", "crossover", "repair", "meta", "red_team")
-EDITING = ("optimize", "repair")           # operators whose reply may be edit blocks on the parent
+OPERATORS = LLM_OPERATORS                 # the operators with a prompt (registry.SPECS: llm)
+EDITING = where(edits=True)               # operators whose reply may be edit blocks on the parent
 KINDS = {"cuda": "CUDA", "cpu": "C++ CPU"}
 
 
 @dataclass(frozen=True)
 class Request:
-    """One LLM operator call. `evaluations` holds the judgements the prompt may quote, by candidate id (the
-    parent's, the inspirations'); `feedback` is the harness's text on the parent (Outcome.feedback), verbatim;
+    """One operator's call (`registry.Operator.apply`): the proposal and, for an LLM operator, its prompt's facts.
+    `evaluations` holds the judgements the prompt may quote, by candidate id (the parent's, the inspirations');
+    `feedback` is the harness's text on the parent (Outcome.feedback), verbatim;
     `strategies` are the best so far with their mean reward (strategies.Board.best)."""
     operator: str
     proposal: Proposal | None = None
@@ -44,11 +46,12 @@ class Request:
     count: int = 4
 
     def __post_init__(self):
-        if self.operator not in OPERATORS:
-            raise ValueError(f"operator {self.operator!r}: expected one of {OPERATORS}")
-        if self.operator in ("optimize", "crossover", "repair", "meta") and self.proposal is None:
+        if self.operator not in SPECS:
+            raise ValueError(f"operator {self.operator!r}: expected one of {tuple(SPECS)}")
+        spec = SPECS[self.operator]
+        if spec.needs_parent and self.proposal is None:
             raise ValueError(f"operator {self.operator} needs a proposal with a parent")
-        if self.operator == "crossover" and not self.proposal.inspirations:
+        if spec.second_parent and not self.proposal.inspirations:
             raise ValueError("crossover needs a second parent (the proposal's first inspiration)")
 
     @property

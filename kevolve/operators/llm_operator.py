@@ -36,6 +36,7 @@ from kevolve.operators import knobs
 from kevolve.operators.compose import EDITING, Request, messages
 from kevolve.operators.context import Context
 from kevolve.operators.parse import parse_reply
+from kevolve.operators.registry import spec
 from kevolve.operators.strategies import Strategy, parse_strategies
 
 
@@ -54,7 +55,7 @@ def _base_meta(request: Request) -> dict[str, Any]:
         meta["second_parent"] = request.proposal.inspirations[0].id
     if request.operator == "translate" and request.torch_source:
         meta["from"] = "torch-extension"
-    if request.operator == "red_team":
+    if not spec(request.operator).ranked:
         meta["red_team"] = True
     return meta
 
@@ -119,9 +120,16 @@ class LLMOperator:
         return Mutation(None, meta, time.perf_counter() - start, failure=f"{request.operator}: LLM call failed: {e}",
                         model=e.model or None)
 
+    def apply(self, request: Request, seed: int, model: str | None = None) -> list[Mutation]:
+        """The `registry.Operator` interface: a request of an operator that gives several children (meta) without
+        its strategy is the whole step (`meta`); any other gives one child (`run`)."""
+        if spec(request.operator).many and request.strategy is None:
+            return self.meta(request, seed, model)
+        return [self.run(request, seed, model)]
+
     def run(self, request: Request, seed: int, model: str | None = None) -> Mutation:
         """One child (for a meta request: only with its `strategy` set; use `meta` for the whole step)."""
-        if request.operator == "meta" and request.strategy is None:
+        if spec(request.operator).many and request.strategy is None:
             raise ValueError("a meta request without a strategy makes strategies, not a child: call meta()")
         start = time.perf_counter()
         msgs = messages(self.ctx, request)

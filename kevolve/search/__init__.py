@@ -1,3 +1,5 @@
-"""The search: `plan` (defaults resolved once), `population` (islands, archive, proposals), `dedupe`, `store`
-(SQLite, resumable), `actors` (thin Ray wrappers), `driver` (routes work and records it)."""
+"""The search: `plan` (defaults resolved once), `population` (islands, archive, complete proposals), `sources`
+(where candidates come from), `pipeline` (verify, build, evaluate) over the evaluator `pool`, `contest` (the
+champion's comparisons, profiles), `finish` (confirmation, summary), `driver` (the loop), `actors` (thin Ray
+wrappers)."""
 from kevolve.search.driver import run  # noqa: F401

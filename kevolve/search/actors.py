@@ -1,7 +1,8 @@
 """Ray at the edge: thin actor and task wrappers over the pure core. Nothing here decides anything.
 
-- `Mutator`     — runs an operator on a `Proposal` → `Mutation`s: knob mutation (local, cheap), or, with an LLM
-                  configured, an `LLMOperator` on a `Request` (one child; meta-generation's several). It holds
+- `Mutator`     — applies an operator (`operators.registry.Operator`) to a complete `Request` → `Mutation`s: knob
+                  mutation (local, cheap), or, with an LLM configured, an `LLMOperator` (one child;
+                  meta-generation's several). It holds
                   the provider (`kevolve.llm.make_provider`, reading the key from its own environment) and runs
                   as a threaded actor (`max_concurrency`: the most LLM proposals the driver keeps in flight,
                   `plan.llm_calls_max`, and `plan.in_flight` more), so that many LLM calls wait on the network
@@ -20,7 +21,7 @@
                   it also profiles a parent with Nsight Compute when asked (`search.profile`).
 Every actor is restarted by Ray when its process dies (`max_restarts=-1`) and a build is retried when its
 process dies; the driver re-sends the call that was lost, a bounded number of times
-(`driver.ACTOR_RETRIES`), then gives that candidate a `failed` verdict. The driver routes all work;
+(`outcome.ACTOR_RETRIES`), then gives that candidate a `failed` verdict. The driver routes all work;
 actors never call each other. API keys: the two LLM actors read them from their process environment (a local
 Ray's workers inherit the driver's; on a cluster, the environment of the node they are placed on — the driver
 places them on its own node); a key never crosses Ray (a `Secret` refuses to be pickled).
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -46,11 +46,12 @@ from kevolve.judge.results import Comparison, Evaluation
 from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.llm import LLMConfig, LLMConfigError, make_provider
 from kevolve.llm.cache import Cache
-from kevolve.messages import Mutation, Proposal
-from kevolve.operators import knob
+from kevolve.messages import Mutation
+from kevolve.operators.knob import KnobOperator
 from kevolve.operators.compose import Request
 from kevolve.operators.context import Context
 from kevolve.operators.llm_operator import LLMOperator, apply
+from kevolve.operators.registry import spec
 from kevolve.operators.verifiers import LLMVerifier
 from kevolve.search import profile as ncu_profile
 from kevolve.search.verification import Screened
@@ -77,8 +78,8 @@ class LLMSetup:
 class Mutator:
     """Applies an operator to a proposal. Knob mutation needs no LLM and no network; LLM operators need `setup`."""
 
-    def __init__(self, setup: LLMSetup | None = None):
-        self.operator, self.error, self.replay = None, None, None
+    def __init__(self, setup: LLMSetup | None = None, knob_changes: int = 2):
+        self.knob, self.operator, self.error, self.replay = KnobOperator(knob_changes), None, None, None
         if setup is not None:
             try:
                 llm, ctx = setup.make()
@@ -91,18 +92,12 @@ class Mutator:
         """None, or why the LLM cannot be used (a missing key, named)."""
         return self.error
 
-    def mutate(self, proposal: Proposal, seed: int, knob_changes: int) -> Mutation:
-        if proposal.operator != "knob":
-            return Mutation(None, failure=f"operator {proposal.operator!r} needs an LLM (configure llm=...)")
-        return knob.mutate(proposal, random.Random(seed), knob_changes)
-
-    def write(self, request: Request, seed: int, model: str | None = None) -> list[Mutation]:
-        """An LLM operator's children: one, or one per strategy for meta-generation."""
-        if self.operator is None:
+    def apply(self, request: Request, seed: int, model: str | None = None) -> list[Mutation]:
+        """The children of one proposal: knob mutation's one, an LLM operator's one (meta-generation's several)."""
+        operator = self.operator if spec(request.operator).llm else self.knob
+        if operator is None:
             return [Mutation(None, failure=f"operator {request.operator!r} needs an LLM (configure llm=...)")]
-        if request.operator == "meta" and request.strategy is None:
-            return self.operator.meta(request, seed, model)
-        return [self.operator.run(request, seed, model)]
+        return operator.apply(request, seed, model)
 
     def recorded(self, request: Request, key: str) -> Mutation:
         """Replay: the child the recorded reply under `key` (a response-cache key) makes of `request`."""
@@ -248,7 +243,7 @@ def start_llm_actors(plan, run_dir: Path):
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     options = dict(max_concurrency=max(1, plan.llm_calls_max) + max(4 * plan.evaluators, plan.in_flight),
                    scheduling_strategy=here)
-    mutator = Mutator.options(**options).remote(setup)
+    mutator = Mutator.options(**options).remote(setup, plan.knob_changes)
     verifier = Verifier.options(**options).remote(setup, tuple(plan.verifiers.checks))
     errors = [e for e in ray.get([mutator.ready.remote(), verifier.ready.remote()]) if e]
     if errors:

@@ -6,9 +6,8 @@ the two timed paired and interleaved in one worker (`judge.evaluator.harness.com
 `settle`s: the challenger takes over only when the 95% interval of its time over the champion's lies below 1.
 An interval that holds 1 is a tie, recorded (the summary names the kernels indistinguishable from the best), and
 it raises the *bar* a later challenger must beat to the tied challenger's fitness: the champion was shown as fast
-as a kernel judged that fit, so a judgement no fitter is no evidence of being faster (on the CPU quick start the
-seed's first, low fitness made every later knob variant a challenger: 9 comparisons in 16 candidates, all ties,
-40% of the evaluator's time). A failed comparison keeps the champion. One comparison at a time; challengers wait,
+as a kernel judged that fit, so a judgement no fitter is no evidence of being faster (docs/decisions/search.md).
+A failed comparison keeps the champion. One comparison at a time; challengers wait,
 fittest first, and one that no longer beats the bar when its turn comes is dropped. Comparisons take at most
 `share` of the evaluators' time (`search.compare_share`): past it, challengers wait for judgements to catch up,
 and the fittest one left is compared at the finish (`finishing`).

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from kevolve.config import PopulationConfig
 from kevolve.operators.choice import Arm, Policy, make_policy
+from kevolve.operators.registry import spec
 from kevolve.operators.strategies import Board, Strategy
 
 
@@ -26,7 +27,7 @@ def arms(population: PopulationConfig, choice: str, models: Sequence[Any]) -> tu
     total = sum(m.weight for m in models) or 1.0
     out, weights = [], []
     for op, w in ops.items():
-        if op == "knob":
+        if not spec(op).llm:                 # no model to choose
             out.append(Arm(op))
             weights.append(float(w))
             continue

@@ -31,12 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kevolve.config import OPERATORS, VERIFIERS, ConfigError, PopulationConfig, SearchConfig, VerifiersConfig
+from kevolve.operators.registry import SPECS, where
 
-KNOB_ONLY = {"knob": 1.0, "translate": 0.0, "optimize": 0.0, "crossover": 0.0, "repair": 0.0, "meta": 0.0,
-             "red_team": 0.0}
-PIPELINE = {"knob": 1.0, "translate": 0.5, "optimize": 4.0, "crossover": 0.5, "repair": 1.0, "meta": 1.0,
-            "red_team": 0.0}
-DEPENDENT = ("repair", "crossover")        # operators whose parent is another sample: off in best_of_n
+KNOB_ONLY = {name: 0.0 if s.llm else 1.0 for name, s in SPECS.items()}
+PIPELINE = {name: s.weight for name, s in SPECS.items()}        # registry.Spec.weight
+DEPENDENT = where(dependent=True)          # operators whose parent is another sample: off in best_of_n
 assert set(KNOB_ONLY) == set(PIPELINE) == set(OPERATORS)
 
 

@@ -14,15 +14,15 @@ e.g. 8 GPUs judging in 4 s, replies taking 60 s with one child each: 8 × 60 / 4
 requests the endpoints take at once). `Pacer` then measures: each LLM proposal's latency from the driver's
 submission to its return (retries, back-off and queueing included) and the new candidates it gave, and each
 judgement's seconds, over the last `WINDOW` of each, and moves its `target` when the formula's value leaves it by
-a tenth or more, or reaches a bound (so a large target does not flutter by one). Guarantees: plain arithmetic, no I/O; `least ≤ target ≤ most`
-always; a proposal with no candidates counts as `MIN_YIELD` of one, so a run of bad replies raises the target
+a tenth or more, or reaches a bound (so a large target does not flutter by one). Guarantees: plain arithmetic, no I/O;
+`least ≤ target ≤ most` always; a proposal with no candidates counts as `MIN_YIELD` of one, so a run of bad replies raises the target
 without dividing by zero. Not guaranteed: that the evaluators are busy when `most` is below the formula's value
 (`capped` says so; raise `llm.concurrency` if the provider's rate limit allows, or add models on other endpoints).
 
 Builds are paced the same way (`Builds`): an evaluator takes a candidate every J seconds and a build takes B, so
 E × B / J builds must run at once for the evaluators never to wait on nvcc — `builds_wanted`, within the builders
 the plan gives. The driver keeps that many more candidates in flight than its base bound, once it has measured
-both (a knob search on an H200 spent 223 s of nvcc in a 188 s run with 4 in flight: ~3 building at once).
+both (`in_flight`; docs/decisions/search.md).
 """
 from __future__ import annotations
 
@@ -81,6 +81,11 @@ class Pacer:
         return {"latency_s": round(latency, 2), "candidates_per_call": round(yield_, 3), "judge_s": round(judge, 2),
                 "proposals_measured": n, "judgements_measured": len(self.judgements)}
 
+    def state(self) -> dict:
+        """The target in flight, its bounds, and the measurements it follows (the store's `pacing` event)."""
+        return {"llm_calls": self.target, "least": self.least, "most": self.most, "capped": self.capped,
+                **self.measured()}
+
     def wanted(self) -> int:
         m = self.measured()
         return wanted(self.evaluators, m["latency_s"], m["judge_s"], m["candidates_per_call"])
@@ -128,3 +133,17 @@ class Builds:
         build = sorted(self.builds)[len(self.builds) // 2]
         judge = sorted(self.judgements)[len(self.judgements) // 2]
         return builds_wanted(self.evaluators, build, judge, self.builders)
+
+
+def in_flight(plan, pacer: Pacer | None, builds: Builds) -> int:
+    """Candidates between proposal and verdict at most: the plan's, or, when it follows the LLM calls, the
+    plan's with the LLM calls' current target in place of the one it started with; and, unless
+    `search.in_flight` is set, more where the builds the measured build and judgement times ask for
+    (`Builds`) and two per evaluator (one judging, one queued) pass the plan's bound."""
+    n, llm = plan.in_flight, 0
+    if plan.in_flight_follows_llm and pacer is not None:
+        n += pacer.target - plan.llm_calls
+        llm = plan.llm_calls
+    wanted = builds.wanted() if plan.in_flight_follows_builds else None
+    # the plan's bound past its LLM calls holds one judging and one queued per evaluator; builds beyond that
+    return n + max(0, 2 * plan.evaluators + (wanted or 0) - (plan.in_flight - llm))

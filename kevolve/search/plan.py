@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from kevolve.operators.registry import spec
 from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, VerifiersConfig
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
@@ -77,7 +78,7 @@ class Plan:
 
     @property
     def llm_operators(self) -> tuple[str, ...]:
-        return tuple(o for o, w in self.population.operators.items() if o != "knob" and w > 0)
+        return tuple(o for o, w in self.population.operators.items() if spec(o).llm and w > 0)
 
     def with_device(self, info: Mapping[str, Any]) -> "Plan":
         """The plan once an evaluator has said what it runs on: the arch (a configured one wins) and the device."""
@@ -116,9 +117,8 @@ def default_in_flight(target: str, evaluators: int, builders: int, llm_calls: in
     (one judging, one queued: the driver's dispatch), and more must be on their way, few enough that children are
     proposed from recent verdicts rather than all from the seeds:
     - with LLM operators, two building per evaluator, and the LLM calls waiting on the network on top;
-    - on cuda without them, one for every builder: nvcc takes as long as a judgement or longer (an H200's knob
-      search of layernorm_fwd: 7 s builds, 2.5 s judgements; with 4 in flight ~1.2 builds ran at once and the
-      evaluator waited on them). Children are proposed once the first seed's verdict is in, and then every
+    - on cuda without them, one for every builder: nvcc takes as long as a judgement or longer
+      (docs/decisions/search.md). Children are proposed once the first seed's verdict is in, and then every
       builder compiles one; later, only as many build at once as the evaluators' pace needs, the rest wait built;
     - on the CPU, two building per evaluator: g++ takes 0.3 s against judgements of 8-60 s, so more would only
       queue built candidates made from older verdicts, and builds that run beside a judgement take its CPUs."""
@@ -151,7 +151,7 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
         endpoints = len({(provider_of(llm, m), base_url_of(llm, m)) for m in llm.models}) or 1
         least, most = (s.llm_calls, s.llm_calls) if s.llm_calls else (1, llm.concurrency * endpoints)
         llm_calls = pacing.start(evaluators, target, least, most)
-    llm_ops = [o for o in chosen.operators if o != "knob"]
+    llm_ops = [o for o in chosen.operators if spec(o).llm]
     placement: dict[str, Any] = {"num_cpus": r.cpus_per_evaluator}
     if target == "cuda":                   # more evaluators than GPUs: they share them, timing in turns (gpu_lock)
         placement["num_gpus"] = 1 / math.ceil(evaluators / gpus) if gpus else 1

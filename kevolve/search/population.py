@@ -11,6 +11,9 @@ Guarantees:
   the one thing lost).
 - Duplicates (`kevolve.record.dedupe`): two sources that differ only in comments or whitespace between
   tokens are one; `seen`/`reserve` cover sources already scored and sources in flight.
+- `request(proposal, ...)` hands an LLM operator a complete `Request`: the parent's and the inspirations' judgements
+  (`Member.evaluation`, kept since their verdicts) and the harness's feedback on the parent, as the store has
+  them; nothing is read back from the store.
 - `propose(rng, policy)` is the population's one decision per child: island, operator (and model, from the
   choice policy over operator × model, or the configured weights), parent, inspirations. An operator is only
   proposed when it can be served: repair needs a failed member, crossover two archive members, translate no
@@ -38,16 +41,19 @@ from typing import Any, Iterable
 
 from kevolve.config import PopulationConfig
 from kevolve.messages import Candidate, Outcome, Proposal
+from kevolve.operators.compose import Request
+from kevolve.operators.registry import SPECS, spec, where
 from kevolve.record.dedupe import source_hash
 
-RED_TEAM = "red_team"
-NO_PARENT = ("translate",)                 # operators that write a kernel from scratch
+NO_PARENT = where(parent="none")           # operators that write a kernel from scratch
 REPAIR_WINDOW = 16                         # repair draws from the most recent failures
 
 
 def red_team(c: Candidate) -> bool:
-    """A red-team candidate: judged like any other, never ranked (see the module's guarantees)."""
-    return c.operator == RED_TEAM
+    """A red-team candidate (an operator whose children are never `ranked`): judged like any other, never ranked
+    (see the module's guarantees)."""
+    s = SPECS.get(c.operator)
+    return s is not None and not s.ranked
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ class Member:
     outcome: Outcome
     family: str
     order: int                      # 0, 1, 2 ... in order of addition (ties go to the earlier)
+    evaluation: Any = None          # the judge's Evaluation, when an evaluator judged it
 
     @property
     def fitness(self) -> float:
@@ -82,12 +89,13 @@ class Population:
         self.migrations = 0
 
     @classmethod
-    def restore(cls, config: PopulationConfig | None, records: Iterable[tuple[Candidate, Outcome]],
+    def restore(cls, config: PopulationConfig | None, records: Iterable[tuple],
                 seeds_only: bool = False) -> "Population":
-        """The population that adding `records` one by one, in order, gives (the resume path)."""
+        """The population that adding `records` — (candidate, outcome[, evaluation]) — one by one, in order, gives
+        (the resume path)."""
         pop = cls(config, seeds_only)
-        for candidate, outcome in records:
-            pop.add(candidate, outcome)
+        for candidate, outcome, *evaluation in records:
+            pop.add(candidate, outcome, *evaluation)
         return pop
 
     # ---- duplicates
@@ -108,13 +116,14 @@ class Population:
         self._pending.discard(source_hash(source))
 
     # ---- adding
-    def add(self, candidate: Candidate, outcome: Outcome) -> Member:
-        """Records a verdict (correct or not: failures are members too, for repair and statistics)."""
+    def add(self, candidate: Candidate, outcome: Outcome, evaluation: Any = None) -> Member:
+        """Records a verdict (correct or not: failures are members too, for repair and statistics); `evaluation`:
+        the judge's, when an evaluator judged it (what prompts on it quote)."""
         if candidate.id in self._members:
             raise ValueError(f"candidate {candidate.id} was already added")
         if not 0 <= candidate.island < self.config.islands:
             raise ValueError(f"candidate {candidate.id}: island {candidate.island} not in 0..{self.config.islands - 1}")
-        member = Member(candidate, outcome, self._family(candidate), len(self._members))
+        member = Member(candidate, outcome, self._family(candidate), len(self._members), evaluation)
         self._members[candidate.id] = member
         self._islands[candidate.island].append(candidate.id)
         h = source_hash(candidate.source)
@@ -223,25 +232,45 @@ class Population:
             operator, model = rng.choices(list(weights), weights=list(weights.values()))[0], None
         if operator in NO_PARENT:
             return Proposal(island, None, operator, (), model)
-        parent = self._repair_parent(island, rng) if operator == "repair" else self.select_parent(island, rng)
+        s = spec(operator)
+        parent = self._repair_parent(island, rng) if s.parent == "failed" else self.select_parent(island, rng)
         if parent is None:
             return None
         inspirations: tuple[Candidate, ...] = ()
-        if not self.seeds_only and (operator == "crossover" or rng.random() < self.config.inspiration_rate):
+        if not self.seeds_only and (s.second_parent or rng.random() < self.config.inspiration_rate):
             inspirations = tuple(self.inspirations(island, self.config.inspirations, rng, exclude=[parent.id]))
-        if operator == "crossover" and not inspirations:
+        if s.second_parent and not inspirations:
             return None
         return Proposal(island, parent, operator, inspirations, model)
+
+    def request(self, proposal: Proposal, board, strategies_shown: int, meta_children: int,
+                profiles: dict[str, str] | None = None, torch_source: str | None = None) -> Request:
+        """An LLM operator's complete `Request` for `proposal`: the judgements its prompt may quote (the parent's and
+        each inspiration's), the harness's feedback on the parent verbatim, the best `strategies_shown` strategies
+        of `board`, the parent's Nsight Compute profile (`profiles`, "" until made), `meta_children` strategies
+        for meta; `torch_source`: a translate founder's torch-extension kernel."""
+        evaluations, feedback = {}, ""
+        for c in ([proposal.parent] if proposal.parent is not None else []) + list(proposal.inspirations):
+            member = self._members.get(c.id)
+            if member is None:
+                continue
+            if member.evaluation is not None:
+                evaluations[c.id] = member.evaluation
+            if c is proposal.parent:
+                feedback = member.outcome.feedback
+        profile = (profiles or {}).get(proposal.parent.id, "") if proposal.parent is not None else ""
+        return Request(proposal.operator, proposal, evaluations, feedback, profile=profile,
+                       strategies=tuple(board.best(strategies_shown)), count=meta_children, torch_source=torch_source)
 
     def _servable(self, operator: str) -> bool:
         if operator in NO_PARENT:
             return True
+        s = spec(operator)
         if self.seeds_only:
-            return operator not in ("repair", "crossover") and any(m.candidate.operator == "seed"
-                                                                   for m in self._members.values())
-        if operator == "repair":
+            return not s.dependent and any(m.candidate.operator == "seed" for m in self._members.values())
+        if s.parent == "failed":
             return bool(self._failures())
-        if operator == "crossover":
+        if s.second_parent:
             return len(self._archive) >= 2
         return any(not red_team(m.candidate) for m in self._members.values())
 

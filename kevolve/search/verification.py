@@ -8,8 +8,9 @@ each verifier's measured accuracy (kevolve.operators.screening does the deciding
 - `judged(screening, compiled, correct, failure)`: a candidate with verdicts has its true outcome: counted.
 - `dropped`: candidates rejected and not built; `summary(mean_judge_seconds)`: precision, recall, accuracy per
   verifier and the GPU-seconds the dropped rejections saved (dropped × the mean seconds of one judgement).
-- `screening record`: what the store keeps per candidate (`Store.set_screening`): the verdicts
-  (`LLMVerdict.to_dict()`) and the decision; `restore(records)` rebuilds the counts from it on resume.
+- `Screening`: the verdicts and the decision on one candidate, typed from the Verifier actor to the verdict
+  (`judged`); `Screening.to_dict()` is what the store keeps per candidate (`Store.set_screening`: the verdicts as
+  `LLMVerdict.to_dict()`, and the decision), read back only on resume (`restore(records)` rebuilds the counts).
 
 Not guaranteed: that the stats of a resumed run equal the interrupted one's to the audit draw (the audit rng
 starts anew).
@@ -32,6 +33,24 @@ class Screened:
     configured verifier."""
     verdict: Any                          # kevolve.judge.static.rules.Verdict
     llm: tuple[LLMVerdict, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Screening:
+    """The LLM verifiers' verdicts on one candidate and the decision taken on them."""
+    verdicts: tuple[LLMVerdict, ...]
+    decision: Decision
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self.decision)
+        d["rejected_by"], d["flagged_by"] = list(d["rejected_by"]), list(d["flagged_by"])
+        return {"verdicts": [v.to_dict() for v in self.verdicts], "decision": d}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "Screening":
+        decision = {k: tuple(v) if k in ("rejected_by", "flagged_by") else v
+                    for k, v in (d.get("decision") or {"build": True}).items()}
+        return Screening(tuple(LLMVerdict.from_dict(v) for v in d.get("verdicts") or ()), Decision(**decision))
 
 
 class Verification:
@@ -60,18 +79,12 @@ class Verification:
             self.dropped += 1
         return d
 
-    @staticmethod
-    def record(verdicts: Iterable[LLMVerdict], decision: Decision) -> dict[str, Any]:
-        d = dataclasses.asdict(decision)
-        d["rejected_by"], d["flagged_by"] = list(d["rejected_by"]), list(d["flagged_by"])
-        return {"verdicts": [v.to_dict() for v in verdicts], "decision": d}
-
-    def judged(self, screening: dict | None, compiled: bool, correct: bool, failure: str | None) -> None:
-        if not screening or not screening.get("verdicts"):
+    def judged(self, screening: Screening | None, compiled: bool, correct: bool, failure: str | None) -> None:
+        """A screened candidate's true outcome: counted for each verifier's accuracy."""
+        if screening is None or not screening.verdicts:
             return
-        verdicts = [LLMVerdict.from_dict(v) for v in screening["verdicts"]]
-        self.stats.add_outcome(verdicts, compiled, correct, failure,
-                               audited=bool(screening.get("decision", {}).get("audited")))
+        self.stats.add_outcome(list(screening.verdicts), compiled, correct, failure,
+                               audited=bool(screening.decision.audited))
 
     def restore(self, records: Iterable[Any]) -> None:
         """Counts from stored records (kevolve.record.store.Record) in the order they finished."""
@@ -82,7 +95,7 @@ class Verification:
             if not s.get("decision", {}).get("build", True):
                 self.dropped += 1
             elif r.status in ("evaluated", "build_failed"):
-                self.judged(s, bool(r.compiled), bool(r.correct), r.feedback)
+                self.judged(Screening.from_dict(s), bool(r.compiled), bool(r.correct), r.feedback)
 
     def summary(self, mean_judge_seconds: float) -> tuple[dict[str, dict], float]:
         """(per verifier: precision, recall, accuracy, samples…; GPU-seconds saved)."""

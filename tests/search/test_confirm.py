@@ -1,9 +1,9 @@
-"""kevolve/search/summary.py: the search's last judgement of its best (baselines interleaved) replaces the
+"""kevolve/search/finish.py: the search's last judgement of its best (baselines interleaved) replaces the
 search's numbers only when it timed every baseline the search did."""
 from __future__ import annotations
 
 from kevolve.judge.results import Evaluation, Measurement, Stats
-from kevolve.search.summary import lost_baselines
+from kevolve.search.finish import lost_baselines
 
 
 def _ms(x: float) -> Stats:

@@ -365,3 +365,22 @@ def test_best_of_n_falls_back_to_a_failing_seed_and_restores_its_mode():
     assert pop.propose(random.Random(1)).parent.id == "s"
     again = Population.restore(knob_only(islands=1), [(cand("s", operator="seed"), FAILED)], seeds_only=True)
     assert again.seeds_only and again.propose(random.Random(1)).parent.id == "s"
+
+
+def test_a_request_carries_what_its_prompt_quotes_from_the_population_alone():
+    """`Population.request`: the parent's and the inspirations' judgements and the parent's feedback travel with the
+    proposal, from the members (no store is read); a member no evaluator judged has no evaluation to quote."""
+    from kevolve.judge.results import Evaluation
+    from kevolve.operators.strategies import Board
+    ev = Evaluation(task="t", target="cpu", abi="c", shapes="small", compiled=True, correct=False,
+                    failure="B=3/random/s0: wrong answer", stage="correctness")
+    pop = Population(PopulationConfig(islands=1, operators={"optimize": 1.0}))
+    parent, other, rejected = (Candidate.new(f"int v{i};", operator="seed") for i in range(3))
+    pop.add(parent, Outcome(0.0, False, True, ev.failure), ev)
+    pop.add(other, Outcome(1.5, True), None)
+    pop.add(rejected, Outcome(0.0, False, False, "static rule: threads"))
+    request = pop.request(Proposal(0, parent, "optimize", (other, rejected)), Board(), 3, 4, {parent.id: "a profile"})
+    assert dict(request.evaluations) == {parent.id: ev} and request.feedback == ev.failure
+    assert request.profile == "a profile" and request.count == 4 and request.proposal.parent is parent
+    restored = Population.restore(pop.config, [(parent, Outcome(0.0, False, True, ev.failure), ev)])
+    assert restored.request(Proposal(0, parent, "optimize"), Board(), 3, 4).evaluations == {parent.id: ev}

@@ -15,13 +15,13 @@ import pytest
 
 from kevolve.config import from_hydra
 from kevolve.judge.options import Options
-from kevolve.messages import Candidate, Proposal
+from kevolve.messages import Candidate, Outcome, Proposal
 from kevolve.operators.compose import messages
 from kevolve.operators.context import Context
 from kevolve.operators.strategies import Board
 from kevolve.search import profile as ncu
 from kevolve.search.plan import resolve
-from kevolve.search.requests import request
+from kevolve.search.population import Population
 from kevolve.record.store import Store
 from kevolve.task import load_task
 
@@ -119,12 +119,12 @@ def test_the_plan_profiles_only_on_cuda_with_ncu_found_and_an_llm():
 def test_a_parents_profile_reaches_its_optimize_prompt(tmp_path):
     task = load_task("layernorm_fwd")
     parent = Candidate.new(task.seed_path("cuda").read_text(), operator="seed")
-    with Store.create(tmp_path, {"task": task.name}) as store:
-        store.add_candidate(parent)
-        text = ncu.Profile(ncu.parse(recorded()), "B=8").text
-        proposal = Proposal(0, parent, "optimize")
-        with_profile = request(proposal, store, Board(), 3, 4, {parent.id: text})
-        without = request(proposal, store, Board(), 3, 4, {})
+    population = Population()
+    population.add(parent, Outcome(1.0, True))
+    text = ncu.Profile(ncu.parse(recorded()), "B=8").text
+    proposal = Proposal(0, parent, "optimize")
+    with_profile = population.request(proposal, Board(), 3, 4, {parent.id: text})
+    without = population.request(proposal, Board(), 3, 4, {})
     ctx = Context(task, "cuda", "NVIDIA H200, sm_90a", "bench")
     prompt = messages(ctx, with_profile)[-1]["content"]
     assert "## A profile of it" in prompt and text in prompt

@@ -25,6 +25,7 @@ from kevolve.search import actors
 from kevolve.record.dedupe import normalize_source
 from kevolve.operators import knobs
 from kevolve.search import driver as search
+from kevolve.search.pipeline import Pipeline
 from kevolve.config import ConfigError, from_hydra
 from kevolve.judge.evaluator.harness import evaluate
 from kevolve.judge.options import Options
@@ -610,12 +611,12 @@ def test_the_driver_never_holds_a_librarys_bytes(local_ray, tmp_path, monkeypatc
 def test_builders_cap_the_builds_in_flight(local_ray, tmp_path, monkeypatch):
     """`resources.builders` is the most builds at once: with 1, the driver never has two building."""
     most = []
-    real = search.Driver._start_builds
+    real = Pipeline.start_builds
 
     def counting(self):
         real(self)
-        most.append(sum(1 for j in self.jobs.values() if j.step is search.Step.BUILD))
-    monkeypatch.setattr(search.Driver, "_start_builds", counting)
+        most.append(self.building())
+    monkeypatch.setattr(Pipeline, "start_builds", counting)
     summary = search.run(make_config(candidates=6, in_flight=6, resources={"builders": 1}), tmp_path / "run")
     assert summary.candidates == 6, summary
     assert max(most) == 1, most
