@@ -61,7 +61,7 @@ def _lib():
 
 class OutOfMemoryError(RuntimeError):
     """The device had no memory for the mapping (named as torch names its own, so that a search judges the
-    candidate again when other judgements held the memory: `search.driver.harness_failure`)."""
+    candidate again when other judgements held the memory: `search.outcome.harness_failure`)."""
 
 
 _OUT_OF_MEMORY = 2                      # CUDA_ERROR_OUT_OF_MEMORY
