@@ -20,7 +20,8 @@ GROUPS = ("task", "search", "resources", "llm", "logger", "experiment")
 
 
 def options(group: str) -> list[str]:
-    """A group's options: its conf/ files; the `task` group's are the folders of tasks/ (kevolve.config.register_tasks)."""
+    """A group's options: its conf/ files; the `task` group's are the folders of tasks/
+    (kevolve.config.register_tasks)."""
     if group == "task":
         return list_tasks()
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
@@ -168,7 +169,8 @@ def test_cli_bad_value_exits_2_naming_the_field(tmp_path):
 
 
 def test_cli_dict_override_of_operators_is_a_config_error(tmp_path):
-    """`search.population.operators={optimize:1}` is the natural spelling; Hydra refuses to merge a new key into the struct
+    """`search.population.operators={optimize:1}` is the natural spelling; Hydra refuses to merge a new key into the
+    struct
     dict before kevolve sees it, and exits 1 — the status that means "no correct kernel was found"."""
     proc = _kevolve(tmp_path, "search.population.operators={optimize:1}")
     assert "search.population.operators" in proc.stderr
@@ -205,7 +207,8 @@ def test_llm_operators_and_verifiers_need_an_llm_and_are_accepted_with_one():
     c = load("llm=openai", "search.population.operators.optimize=3", "search.population.operators.red_team=1",
              "search.verifiers.checks=[compile,memory]", "search.verifiers.mode=filter", "search.choice=thompson")
     assert c.search.population.operators["red_team"] == 1 and c.search.verifiers.mode == "filter"
-    for bad, field in (("search.choice=greedy", "search.choice"), ("search.verifiers.mode=drop", "search.verifiers.mode"),
+    for bad, field in (("search.choice=greedy", "search.choice"),
+                       ("search.verifiers.mode=drop", "search.verifiers.mode"),
                        ("search.verifiers.checks=[speed]", "search.verifiers.checks"),
                        ("search.verifiers.audit_share=2", "search.verifiers.audit_share")):
         with pytest.raises(ConfigError, match=field):

@@ -25,6 +25,8 @@ import shutil
 import weakref
 from pathlib import Path
 
+from kevolve.config import env
+
 
 # ---------------------------------------------------------------------- worker side
 def export(outputs: dict, directory: Path, stem: str, ipc: bool, described: dict | None = None) -> dict:
@@ -362,7 +364,7 @@ def ipc_works(call, uuid: str | None, mode: str = "auto") -> bool:
     current GPU is the worker's (`uuid`) and a probe tensor the worker shares (`call("ipc_probe")`) reads
     back exactly. Mode `files` forces files."""
     import torch
-    if (os.environ.get("KEVOLVE_EXCHANGE") or mode) == "files" or not torch.cuda.is_available():
+    if (env.exchange() or mode) == "files" or not torch.cuda.is_available():
         return False
     if uuid != str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid):
         return False

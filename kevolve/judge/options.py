@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BASELINES = ("eager", "compile", "compile-max-autotune")   # compile-max-autotune: mode max-autotune-no-cudagraphs
+from kevolve.config.schema import BASELINES, COMPILED_CHECKS, CPU_FLUSH  # noqa: F401  (the choices, kept in the schema)
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,6 @@ class Options:
     cpu_flush: str = "lines"       # how a timed CPU call is made cold (judge/worker/timing.py CpuClock): lines (its own
                                    # buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten, the old way)
 
-
-COMPILED_CHECKS = ("auto", "on", "off")
-CPU_FLUSH = ("lines", "llc")       # judge/worker/timing.py CpuClock
 
 
 def default_shapes(target: str) -> str:

@@ -57,7 +57,8 @@ from kevolve.search.start import check_llm, open_store, start_ray
 from kevolve.record.store import Store
 from kevolve.search.summary import Summarising
 from kevolve.search.verification import Screened, Verification
-from kevolve.task.spec import Task, TaskError, load_task
+from kevolve.task.spec import Task, TaskError
+from kevolve.task.load import load_task
 from kevolve.tracking import make_tracker, row
 
 DUPLICATE_STREAK = 200       # proposals of a kind (knob, LLM) in a row that gave nothing new: that kind is spent

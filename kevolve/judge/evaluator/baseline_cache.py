@@ -30,6 +30,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from kevolve.config import env
+
 
 def parts() -> tuple[str, ...]:
     """Under a worker's tmp: its TORCHINDUCTOR_CACHE_DIR, its TRITON_CACHE_DIR, and what Inductor keeps under
@@ -43,7 +45,7 @@ DISABLED = ".disabled"                 # beside the master: this node stopped us
 
 
 def enabled(configured: str | None = None) -> bool:
-    if os.environ.get("KEVOLVE_BASELINE_CACHE", "1") in ("0", "false", "no", "off"):
+    if not env.baseline_cache_on():
         return False
     root = master(configured)
     return not root.with_name(root.name + DISABLED).exists()
@@ -94,7 +96,7 @@ def harvest(worker_tmp: str, configured: str | None = None) -> int:
     path = os.fsencode(worker_tmp)
     copied = sum(_copy_new(Path(worker_tmp) / part, root / part, path, placeholder(worker_tmp))
                  for part in parts() if (Path(worker_tmp) / part).is_dir())
-    cap = float(os.environ.get("KEVOLVE_BASELINE_CACHE_GB", "2")) * (1 << 30)
+    cap = env.baseline_cache_bytes()
     if copied and _size(root) > cap:
         _drop(root)
     return copied
