@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from kevolve.config import Config, ConfigError, from_hydra
+from kevolve.config.hydra import compose
 from kevolve.task import TASKS_DIR, list_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +28,7 @@ def options(group: str) -> list[str]:
 
 
 def composed(*overrides: str) -> DictConfig:
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose(*overrides)
 
 
 def load(*overrides: str) -> Config:

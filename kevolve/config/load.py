@@ -24,7 +24,9 @@ def from_hydra(cfg: DictConfig | dict) -> Config:
     """Merges composed YAML onto the schema; raises ConfigError naming the offending field."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
-    raw = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
+    # a plain copy: a composed config is typed already (conf/ starts from the schema), and a key a `+override`
+    # added to a typed node would pass into the dataclass unseen; merged from plain data, it is refused
+    raw = OmegaConf.create(cfg if isinstance(cfg, dict) else OmegaConf.to_container(cfg, resolve=False))
     try:
         merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
         config = OmegaConf.to_object(merged)

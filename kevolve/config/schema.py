@@ -1,10 +1,9 @@
 """The typed configuration schema: every field of a search, its default and its meaning, in dataclasses.
 
-Every default is stated here. conf/*.yaml list every field too (Hydra overrides only keys the YAML holds), and
-tests/config/test_defaults.py holds the two to one value: the options selected by default state exactly the
-schema's defaults, and a field the YAML does not list is a failure there. It imports nothing but the standard library
-and the LLM's
-own schema (`kevolve.llm.config`), reads no environment and touches no file: importing it has no side effects.
+This module is the one place a default lives: it is the base conf/config.yaml composes onto (`kevolve_schema`,
+installed by `kevolve.config.hydra`), and a YAML file of conf/ states only what its option changes
+(tests/config/test_defaults.py fails on a default stated twice). It imports nothing but the standard library and
+the LLM's own schema (`kevolve.llm.config`), reads no environment and touches no file: no side effects on import.
 `kevolve.config.load` merges Hydra's YAML onto it and checks ranges and choices; `kevolve.config.hydra` installs
 what Hydra's composition needs (resolvers, the task group's options).
 """

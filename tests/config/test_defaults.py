@@ -1,8 +1,8 @@
-"""One value per default: the typed schema (kevolve.config.schema, kevolve.llm.config) states every default, and
-conf/ lists every field as well, because Hydra overrides (`search.candidates=100`) only keys the composed YAML
-holds. So the options conf/config.yaml selects by default must state exactly the schema's defaults — a default
-stated twice with different values fails here — and every field YAML names must be a field of the schema.
-Importing kevolve.config has no side effects."""
+"""One source per default: the typed schema (kevolve.config.schema, kevolve.llm.config) states every default, and is
+the base conf/config.yaml composes onto (`kevolve_schema`); a YAML file of conf/ states only what its option
+changes. A value YAML states that the schema already gives (a default twice, equal or not), any value in an option
+conf/config.yaml selects by default, or a field the schema lacks fails here. Importing kevolve.config has no side
+effects."""
 from __future__ import annotations
 
 import dataclasses
@@ -60,7 +60,8 @@ def stated() -> Iterator[tuple[str, str, Any, bool]]:
     chosen = selected()
     top = yaml.safe_load((CONF / "config.yaml").read_text())
     for key, value in leaves({k: v for k, v in top.items() if k not in ("defaults", "hydra")}, ""):
-        yield "config.yaml", key, value, True
+        if key:
+            yield "config.yaml", key, value, True
     for group in GROUPS:
         for path in sorted((CONF / group).glob("*.yaml")):
             if (group, path.stem) in TABLES:
@@ -75,14 +76,27 @@ def stated() -> Iterator[tuple[str, str, Any, bool]]:
 
 
 @pytest.mark.parametrize("where,key,value,default", list(stated()), ids=lambda x: str(x))
-def test_no_default_is_stated_twice_with_different_values(where, key, value, default):
+def test_no_default_is_stated_twice(where, key, value, default):
     try:
         schema = schema_default(key)
     except KeyError:
         pytest.fail(f"conf/{where}: {key} is no field of the schema (kevolve/config/schema.py)")
-    if default:
-        assert value == schema, (f"conf/{where} is selected by default, and says {key}: {value!r}, but the schema's "
-                                 f"default is {schema!r}: one default, one value (change both, or neither)")
+    assert not default, (f"conf/{where} is the option selected by default, so {key}: {value!r} states a default "
+                         f"the schema gives ({schema!r}): keep defaults in kevolve/config/schema.py only")
+    assert value != schema, (f"conf/{where}: {key}: {value!r} restates the schema's default: delete it there "
+                             "(the schema is the one source of a default)")
+
+
+def test_the_composition_starts_from_the_schema():
+    """conf/config.yaml's first default is the schema itself, and the task is the schema's default (no option named):
+    so the default options state nothing and every field can be overridden whatever the options."""
+    raw = yaml.safe_load((CONF / "config.yaml").read_text())
+    assert raw["defaults"][0] == "kevolve_schema"
+    assert selected()["task"] is None
+    from kevolve.config import from_hydra
+    from kevolve.config.hydra import compose
+    assert from_hydra(compose()).task.name == Config().task.name
+    assert from_hydra(compose("logger=none", "logger.project=p", "llm=openai", "llm.timeout_s=9")).llm.timeout_s == 9
 
 
 def test_a_restated_default_is_caught():
