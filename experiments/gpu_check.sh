@@ -4,7 +4,7 @@
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 out=${OUT:-/tmp/kevolve-out}; mkdir -p "$out"
-timeout ${CHECK_S:-100} python3 experiments/check_seeds.py --target cuda --shapes small > "$out/check_seeds.txt" 2>&1
+timeout ${CHECK_S:-100} python3 -m kevolve.tasks check-seeds --target cuda --shapes small > "$out/check_seeds.txt" 2>&1
 echo "check exit $?" >> "$out/check_seeds.txt"; cut -c1-300 "$out/check_seeds.txt" | tail -16
 timeout ${ADV_S:-130} python3 -m pytest tests/adversarial/test_cuda.py -m gpu -v --tb=line -p no:cacheprovider \
   > "$out/adversarial_gpu.txt" 2>&1; echo "pytest exit $?" >> "$out/adversarial_gpu.txt"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Several experiments/knob_sweep.py runs in one device call (repository root, after `source .devdeps/install.sh`):
+# Several `python -m kevolve.tasks knob-sweep` runs in one device call (repository root, after `source .devdeps/install.sh`):
 # each SWEEPS entry is "TASK:KERNEL:ARGS", ARGS the sweep's own options with ';' between them
 # (e.g. "--each PDL;--variant PDL=1,ROW_VPT=5"), run one after another, each for at most SWEEP_S seconds.
 # $OUT gets sweeps.txt (every table, each headed by its command; also printed last) and logs.tgz.
@@ -27,7 +27,7 @@ for entry in "${sweeps[@]}"; do
   argv=()
   for o in "${opts[@]}"; do read -r -a words <<< "$o"; argv+=("${words[@]}"); done
   name=${task}_$(basename "$kernel" .cu)
-  cmd="python3 experiments/knob_sweep.py --task $task --kernel $kernel --target ${TARGET:-cuda} ${argv[*]} --out $res/$name.table"
+  cmd="python3 -m kevolve.tasks knob-sweep --task $task --kernel $kernel --target ${TARGET:-cuda} ${argv[*]} --out $res/$name.table"
   timeout ${SWEEP_S:-200} $cmd > "$res/$name.log" 2>&1
   rc=$?
   { echo "# $cmd"; echo "# exit $rc after $(( $(date +%s) - t0 )) s"; cat "$res/$name.table" 2>/dev/null || tail -20 "$res/$name.log"; echo; } >> "$res/sweeps.txt"

@@ -37,4 +37,4 @@ one() {
 }
 export -f one; export out start
 printf '%s\n' "${jobs[@]}" | xargs -P ${PAR:-1} -L 1 bash -c 'one $0 $1'
-python3 experiments/seeds_table.py "$out"/seeds/*.txt | tee "$out/seeds_table.txt"
+python3 -m kevolve.tasks seeds-table "$out"/seeds/*.txt | tee "$out/seeds_table.txt"

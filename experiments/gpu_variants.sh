@@ -32,4 +32,4 @@ one() {
 }
 export -f one
 printf '%s\n' "${jobs[@]}" | xargs -P ${PAR:-2} -L 1 bash -c 'one $0 $1'
-python3 experiments/seeds_table.py "$out"/variants/*.txt | tee "$out/variants_table.txt"
+python3 -m kevolve.tasks seeds-table "$out"/variants/*.txt | tee "$out/variants_table.txt"

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from kevolve.config import Config, ConfigError, from_hydra
+from kevolve.config.hydra import compose
 from kevolve.task import TASKS_DIR, list_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,15 +20,15 @@ GROUPS = ("task", "search", "resources", "llm", "logger", "experiment")
 
 
 def options(group: str) -> list[str]:
-    """A group's options: its conf/ files; the `task` group's are the folders of tasks/ (kevolve.config.register_tasks)."""
+    """A group's options: its conf/ files; the `task` group's are the folders of tasks/
+    (kevolve.config.register_tasks)."""
     if group == "task":
         return list_tasks()
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
 def composed(*overrides: str) -> DictConfig:
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose(*overrides)
 
 
 def load(*overrides: str) -> Config:
@@ -168,7 +168,8 @@ def test_cli_bad_value_exits_2_naming_the_field(tmp_path):
 
 
 def test_cli_dict_override_of_operators_is_a_config_error(tmp_path):
-    """`search.population.operators={optimize:1}` is the natural spelling; Hydra refuses to merge a new key into the struct
+    """`search.population.operators={optimize:1}` is the natural spelling; Hydra refuses to merge a new key into the
+    struct
     dict before kevolve sees it, and exits 1 — the status that means "no correct kernel was found"."""
     proc = _kevolve(tmp_path, "search.population.operators={optimize:1}")
     assert "search.population.operators" in proc.stderr
@@ -205,7 +206,8 @@ def test_llm_operators_and_verifiers_need_an_llm_and_are_accepted_with_one():
     c = load("llm=openai", "search.population.operators.optimize=3", "search.population.operators.red_team=1",
              "search.verifiers.checks=[compile,memory]", "search.verifiers.mode=filter", "search.choice=thompson")
     assert c.search.population.operators["red_team"] == 1 and c.search.verifiers.mode == "filter"
-    for bad, field in (("search.choice=greedy", "search.choice"), ("search.verifiers.mode=drop", "search.verifiers.mode"),
+    for bad, field in (("search.choice=greedy", "search.choice"),
+                       ("search.verifiers.mode=drop", "search.verifiers.mode"),
                        ("search.verifiers.checks=[speed]", "search.verifiers.checks"),
                        ("search.verifiers.audit_share=2", "search.verifiers.audit_share")):
         with pytest.raises(ConfigError, match=field):

@@ -4,10 +4,13 @@ Judges one kernel file on one task: prints a table per configuration (eager, com
 fraction of the memory floor, error), then, as the last line of stdout, one JSON object (`Evaluation.summary`).
 Exit status: 0 correct, 1 rejected (any reason), 2 bad usage (unknown task, missing file, bad value).
 Defaults: target=cuda when a GPU is visible, else cpu; shapes=bench on cuda, small on cpu; compiled_checks=auto
-(eager checks: one judgement would pay torch.compile's compile for little; `on` compiles them, judge/evaluator/fused.py);
-timing effort per target (`EFFORT`): on cuda 100 calls per contender and configuration, every (shape, init)
-timed; on cpu 50 calls, one init per shape timed (as a search times: every configuration is still checked for
-correctness) — one CPU seed on `small` in about a minute on 2 cores. `time_inits=all reps=100` restores the rest.
+(eager checks: one judgement would pay torch.compile's compile for little; `on` compiles them,
+judge/evaluator/fused.py);
+timing effort per target: on cuda (`EFFORT`) 100 calls per contender and configuration, every (shape, init)
+timed; on cpu the search's defaults (kevolve.config.schema: 50 calls, one init per shape timed; every configuration
+is still checked for correctness) — one CPU seed on `small` in about a minute on 2 cores. `time_inits=all reps=100`
+restores the rest. Each key=value is a field of the search's typed schema (`FIELDS`): a bad value is refused with
+the field's own message (exit 2), as `python -m kevolve` refuses it.
 """
 from __future__ import annotations
 
@@ -20,8 +23,7 @@ USAGE = ("usage: python -m kevolve.evaluate task=NAME kernel=PATH [target=cpu|cu
          "[compiled_checks=auto|on|off] [time_inits=all|first] [cpu_flush=lines|llc]")
 KEYS = {"task", "kernel", "target", "abi", "shapes", "timeout", "reps", "baselines", "budget", "calls",
         "compiled_checks", "time_inits", "cpu_flush"}
-EFFORT = {"cuda": dict(reps=100, budget_s=0.5, time_inits="all"),     # the timing effort a target gets unless told
-          "cpu": dict(reps=50, budget_s=0.15, time_inits="first")}
+EFFORT = {"cuda": dict(reps=100, budget=0.5, time_inits="all")}   # on cuda, unless told; cpu: the schema's defaults
 
 
 class UsageError(Exception):
@@ -43,45 +45,56 @@ def parse(argv: list[str]) -> dict[str, str]:
     return args
 
 
+# key=value of this command -> the field of the search's typed schema (kevolve.config.schema) it sets
+FIELDS = {"task": "task.name", "shapes": "task.shapes", "target": "resources.target", "timeout": "search.timeout_s",
+          "reps": "search.reps", "budget": "search.budget_s", "baselines": "search.baselines",
+          "time_inits": "search.time_inits", "compiled_checks": "resources.compiled_checks",
+          "cpu_flush": "resources.cpu_flush"}
+
+
+def config_from(args: dict[str, str], target: str):
+    """The search's typed `Config` holding what `args` set (a bad value: UsageError naming the key and the field);
+    on cuda, the timing effort of `EFFORT` where `args` set none."""
+    from kevolve.config import ConfigError, from_hydra
+    tree: dict = {}
+    given = {**{k: v for k, v in EFFORT.get(target, {}).items()}, **{k: args[k] for k in FIELDS if k in args}}
+    given["target"] = target
+    for key, value in given.items():
+        section, name = FIELDS[key].split(".")
+        if key == "baselines":
+            value = [b for b in str(value).split(",") if b]
+        tree.setdefault(section, {})[name] = value
+    try:
+        return from_hydra(tree)
+    except ConfigError as e:
+        bad = next((k for k in given if f"'{FIELDS[k]}'" in str(e)), None)
+        raise UsageError(f"{bad}={given[bad]}: {e}" if bad else str(e)) from None
+
+
 def options_from(args: dict[str, str], task):
+    """How to judge: `Options` from the typed config of `args` (`config_from`), the task's shape sets checked."""
     from kevolve.judge.options import Options, default_shapes
     from kevolve.task.abi import ABIS
     target = args.get("target") or _default_target()
-    if target not in ("cpu", "cuda"):
-        raise UsageError(f"target must be cpu or cuda, not {target!r}")
     abi = args.get("abi", "c")
     if abi not in ABIS:
         raise UsageError(f"abi must be one of {', '.join(ABIS)}, not {abi!r}")
-    shapes = args.get("shapes") or default_shapes(target)
+    cfg = config_from({**args, "task": args.get("task") or task.ref}, target)
+    r, s = cfg.resources, cfg.search
+    shapes = cfg.task.shapes or default_shapes(target)
     if shapes not in task.shape_sets:
         raise UsageError(f"task {task.name} has no shape set {shapes!r}; known: {', '.join(task.shape_sets)}")
-    from kevolve.judge.options import BASELINES
-    baselines = tuple(b for b in args.get("baselines", "eager,compile").split(",") if b)
-    if set(baselines) - set(BASELINES):
-        raise UsageError(f"baselines must be a comma-separated subset of {','.join(BASELINES)}, "
-                         f"not {args['baselines']!r}")
-    from kevolve.judge.options import COMPILED_CHECKS
-    from kevolve.judge.options import CPU_FLUSH
-    compiled = args.get("compiled_checks", "auto")
-    if compiled not in COMPILED_CHECKS:
-        raise UsageError(f"compiled_checks must be one of {', '.join(COMPILED_CHECKS)} (the evaluator's reference and "
-                         f"comparison by torch.compile; auto: off for one judgement), not {compiled!r}")
-    kw = dict(target=target, abi=abi, shapes=shapes, baselines=baselines, compiled_checks=compiled, **EFFORT[target])
-    for key, allowed in (("time_inits", ("all", "first")), ("cpu_flush", CPU_FLUSH)):
-        if key in args:
-            if args[key] not in allowed:
-                raise UsageError(f"{key} must be one of {', '.join(allowed)}, not {args[key]!r}")
-            kw[key] = args[key]
-    for key, conv, low in (("timeout", float, 1), ("reps", int, 1), ("budget", float, 0.01), ("calls", int, 1)):
-        if key in args:
-            try:
-                value = conv(args[key])
-            except ValueError:
-                raise UsageError(f"{key} must be a number, not {args[key]!r}") from None
-            if value < low:
-                raise UsageError(f"{key} must be at least {low}, not {value}")
-            kw["budget_s" if key == "budget" else key] = value
-    return Options(**kw)
+    calls = {}
+    if "calls" in args:
+        try:
+            calls["calls"] = int(args["calls"])
+        except ValueError:
+            raise UsageError(f"calls must be a number, not {args['calls']!r}") from None
+        if calls["calls"] < 1:
+            raise UsageError(f"calls must be at least 1, not {calls['calls']}")
+    return Options(target=target, abi=abi, shapes=shapes, timeout=s.timeout_s, baselines=tuple(s.baselines),
+                   reps=s.reps, budget_s=s.budget_s, time_inits=s.time_inits, compiled_checks=r.compiled_checks,
+                   cpu_flush=r.cpu_flush, **calls)
 
 
 def _default_target() -> str:
@@ -90,7 +103,8 @@ def _default_target() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kevolve.task.spec import TaskError, load_task
+    from kevolve.task.spec import TaskError
+    from kevolve.task.load import load_task
     try:
         args = parse(sys.argv[1:] if argv is None else argv)
         try:

@@ -18,8 +18,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-import kevolve.config  # noqa: F401  (registers the resolvers conf/config.yaml uses)
 from kevolve import ROOT
+from kevolve.config import hydra as hydra_setup
 
 CONF = str(ROOT / "conf")
 _started = False          # set once Hydra has composed the config and handed it to us
@@ -59,8 +59,8 @@ def main(cfg: DictConfig) -> int:
 
 def task_paths(argv: list[str]) -> list[str]:
     """`task=PATH` (a task folder anywhere) becomes `task.name=PATH`: Hydra's option names cannot be paths, and
-    the `task` group's options are the folders of tasks/ (kevolve.config.register_tasks)."""
-    from kevolve.task.spec import list_tasks
+    the `task` group's options are the folders of tasks/ (kevolve.config.hydra.install)."""
+    from kevolve.config.tasks import list_tasks
     out = []
     for arg in argv:
         key, sep, value = arg.partition("=")
@@ -73,6 +73,7 @@ def task_paths(argv: list[str]) -> list[str]:
 def cli() -> None:
     """Hydra reports its own override errors with status 1; they are usage errors, so they exit with 2."""
     sys.argv[1:] = task_paths(sys.argv[1:])
+    hydra_setup.install()                        # the resolvers and task options conf/config.yaml composes with
     try:
         main()
     except SystemExit as e:

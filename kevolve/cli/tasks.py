@@ -1,5 +1,5 @@
-"""`python -m kevolve.tasks list | check | import | best`: what tasks there are, whether each is a fair test, new
-ones, and the best kernel each has so far.
+"""`python -m kevolve.tasks list | check | import | best | TOOL …`: what tasks there are, whether each is a fair
+test, new ones, the best kernel each has so far, and the tools that judge and tabulate kernels of the tasks.
 
   list                       every task of tasks/: direction, sizes, shape sets (configurations, held out, inits,
                              seeds), the memory floor (and the FLOP floor where floor_flops is set) over the bench
@@ -15,6 +15,15 @@ ones, and the best kernel each has so far.
                                (exit 1) a run with no confirmed correct best, or a best/ kernel with a higher recorded
                                speedup unless --force. --task: the task folder, if not the one the run's config names.
 
+Tools (each `python -m kevolve.tasks TOOL --help`; its module in kevolve/cli/ documents it):
+  knob-sweep                 a seed and its knob variants timed side by side by one evaluator (cli/knob_sweep.py)
+  check-seeds                every task's seed kernels judged for one target, correctness only (cli/check_seeds.py)
+  render-prompts             the LLM prompts for layernorm_fwd on an H200, into experiments/prompts/
+  ceilings [TASK …]          how far each best/ kernel could still go against torch.compile (cli/ceilings.py)
+  seeds-table LOG …          the compact table of `python -m kevolve.evaluate` logs (cli/seeds_table.py)
+  h200-report                experiments/results/h200.md from the recorded H200 tables (cli/h200_report.py)
+  search-throughput TASK …   a knob search's throughput, from its store (cli/search_throughput.py)
+
 The command lives here, beside the task code; `kevolve/tasks.py` only makes `python -m kevolve.tasks` run it (as
 `kevolve/evaluate.py` does for the judge). `tasks/` at the top of the checkout is data: task folders, no code.
 Exit status: 0 done and everything passed, 1 a filter failed, a file or a promotion was refused, 2 bad usage.
@@ -25,7 +34,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kevolve.task.spec import Task, TaskError, list_tasks, load_task
+from kevolve.task.spec import Task, TaskError
+from kevolve.config.tasks import list_tasks
+from kevolve.task.load import load_task
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,11 +69,22 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("run_dir", metavar="RUN_DIR")
     b.add_argument("--force", action="store_true", help="replace a best/ kernel with a higher recorded speedup")
     b.add_argument("--task", default=None, metavar="NAME|PATH", help="the task folder (default: the run's)")
+    for name in TOOLS:                            # listed in --help; `main` hands their arguments to them
+        sub.add_parser(name, help=f"a tool: python -m kevolve.tasks {name} --help")
     return p
 
 
+TOOLS = {"knob-sweep": "knob_sweep", "check-seeds": "check_seeds", "render-prompts": "render_prompts",
+         "ceilings": "ceilings", "seeds-table": "seeds_table", "h200-report": "h200_report",
+         "search-throughput": "search_throughput"}
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in TOOLS:                 # a tool parses its own arguments
+        import importlib
+        return int(importlib.import_module(f"kevolve.cli.{TOOLS[argv[0]]}").main(argv[1:]) or 0)
+    args = parser().parse_args(argv)
     return {"list": list_command, "check": check_command, "import": import_command,
             "best": best_command}[args.command](args)
 

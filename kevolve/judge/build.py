@@ -38,6 +38,7 @@ from pathlib import Path
 
 from kevolve.judge.options import node_cache
 from kevolve import ROOT
+from kevolve.config import env
 from kevolve.judge.sandbox import clean_env
 
 SUFFIX = {"cuda": ".cu", "cpu": ".cpp"}
@@ -57,12 +58,12 @@ UNFINISHED = re.compile(r"^[0-9a-f]{24}\.\w+$")   # a build's folder before `_pu
 def max_library_bytes() -> int:
     """The largest library a build may make: `KEVOLVE_MAX_LIBRARY_MB` MiB, else 32 MiB (the largest seed's, CUDA
     for one architecture, is 2.1 MB)."""
-    return int(float(os.environ.get("KEVOLVE_MAX_LIBRARY_MB") or 32) * (1 << 20))
+    return env.max_library_bytes()
 
 
 def max_cache_bytes() -> int:
     """What the build cache may hold: `KEVOLVE_CACHE_MAX_GB` GiB, else 8 GiB."""
-    return int(float(os.environ.get("KEVOLVE_CACHE_MAX_GB") or 8) * (1 << 30))
+    return env.cache_max_bytes()
 
 
 def library_problem(lib: str | Path | None = None, size: int | None = None) -> str | None:
@@ -135,8 +136,8 @@ def cuda_home() -> str:
 @lru_cache(maxsize=None)
 def detect_arch() -> str:
     """The CUDA architecture to build for: KEVOLVE_CUDA_ARCH, else the visible GPU's, else 90a (H100/H200)."""
-    if os.environ.get("KEVOLVE_CUDA_ARCH"):
-        return os.environ["KEVOLVE_CUDA_ARCH"]
+    if env.cuda_arch():
+        return env.cuda_arch()
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20).stdout.split()

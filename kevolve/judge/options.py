@@ -7,11 +7,11 @@ environment here, and only here: `resolved(options)` where a judgement starts (`
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-BASELINES = ("eager", "compile", "compile-max-autotune")   # compile-max-autotune: mode max-autotune-no-cudagraphs
+from kevolve.config import env
+from kevolve.config.schema import BASELINES, COMPILED_CHECKS, CPU_FLUSH  # noqa: F401  (the choices, kept in the schema)
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,6 @@ class Options:
                                    # buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten, the old way)
 
 
-COMPILED_CHECKS = ("auto", "on", "off")
-CPU_FLUSH = ("lines", "llc")       # judge/worker/timing.py CpuClock
-
 
 def default_shapes(target: str) -> str:
     """The shape set a judgement uses unless told: `bench` (robust-kbench's sizes) on a GPU, `small` on the CPU."""
@@ -52,21 +49,21 @@ def default_shapes(target: str) -> str:
 def node_cache(configured: str | None = None) -> Path:
     """This node's cache folder: KEVOLVE_CACHE if set here, else the configured one (`resources.cache_dir`), else
     ~/.cache/kevolve. Read where the build or the evaluator runs, so each node of a cluster may set its own."""
-    return Path(os.environ.get("KEVOLVE_CACHE") or configured or Path.home() / ".cache" / "kevolve")
+    return Path(env.cache_dir() or configured or Path.home() / ".cache" / "kevolve")
 
 
 def baseline_cache_on() -> bool:
     """Whether this node seeds workers from its torch.compile cache (KEVOLVE_BASELINE_CACHE=0 turns it off)."""
-    return os.environ.get("KEVOLVE_BASELINE_CACHE", "1") not in ("0", "false", "no", "off")
+    return env.baseline_cache_on()
 
 
 def baseline_cache_bytes() -> int:
     """The node's torch.compile cache's size cap: KEVOLVE_BASELINE_CACHE_GB GiB, else 2."""
-    return int(float(os.environ.get("KEVOLVE_BASELINE_CACHE_GB", "2")) * (1 << 30))
+    return int(env.baseline_cache_bytes())
 
 
 def resolved(options: Options) -> Options:
     """`options` with this node's settings read in: its cache folder (`node_cache`) and the exchange
     (KEVOLVE_EXCHANGE overrides `exchange`). Idempotent; what every step of a judgement below is given."""
     return replace(options, cache_dir=str(node_cache(options.cache_dir)),
-                   exchange=os.environ.get("KEVOLVE_EXCHANGE") or options.exchange)
+                   exchange=env.exchange() or options.exchange)

@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from kevolve.task.spec import geomean
+from kevolve.task.expr import geomean
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def _tokens(src: str) -> list[list[tuple[str, bool]]]:
         elif kind in ("ws", "lc", "bc"):
             space = True
         else:
-            lines[-1].append((m.group(kind), space))
+            lines[-1].append((m.group(kind or 0), space))
             space = False
     return [line for line in lines if line]
 

@@ -1,6 +1,8 @@
 """Secrets kept out of what leaves the run's store for people and services (W&B fields, the HTML report).
 
-`scrub(value)` is `store.redact` (every key that names a secret — api_key, token, password… — at any depth
+`redact(value)` replaces the value of every key that names a secret by "***", at any depth; `redact_arg` does so
+for a command-line override `key=value`: what the store writes into `run` and `events`.
+`scrub(value)` is `redact` (every key that names a secret — api_key, token, password… — at any depth
 becomes "***") and more: any string holding the value of an environment variable whose name names a secret
 (OPENAI_API_KEY, GEMINI_API_KEY, WANDB_API_KEY, …; values of 8 characters or more) has that value replaced by
 "***", whatever field it sits in (a key pasted into a URL, say).
@@ -14,10 +16,24 @@ import os
 import re
 from typing import Any, Mapping
 
-from kevolve.record.store import redact
-
 _SECRET_ENV = re.compile(r"api[_-]?key|passw(or)?d|secret|credential|private[_-]?key|token", re.I)
 MIN_SECRET = 8
+_SECRET_KEY = re.compile(r"api[_-]?key|passw(or)?d|secret|credential|private[_-]?key|token$", re.I)
+
+
+def redact(value: Any) -> Any:
+    """A copy of JSON-like data with the value of every key that names a secret replaced by "***"."""
+    if isinstance(value, Mapping):
+        return {k: "***" if _SECRET_KEY.search(str(k)) else redact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
+
+def redact_arg(arg: str) -> str:
+    """A command-line override `key=value` with the value replaced by "***" when the key names a secret."""
+    key, sep, _ = str(arg).partition("=")
+    return f"{key}=***" if sep and _SECRET_KEY.search(key.rsplit(".", 1)[-1].lstrip("+~")) else str(arg)
 
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:

@@ -6,7 +6,8 @@ policy's `arm` and the `reward` the child earned it; `screening`: the LLM verifi
 `measurements` (one row per candidate × configuration, for plain SQL), `events` (time, kind, JSON payload).
 
 A candidate's status (`kevolve.messages.Status`) moves  pending → verified → built → evaluated, or stops at
-rejected | build_failed | failed (an outcome outside the evaluation: an actor died, a timeout). `evaluated` means an Evaluation came
+rejected | build_failed | failed (an outcome outside the evaluation: an actor died, a timeout). `evaluated` means an
+Evaluation came
 back, correct or not. The four stopping states are terminal; `unfinished()` lists the others, which a
 resumed run queues again. `finished()` lists the terminal ones in the order they finished, as
 `(candidate, outcome)` pairs ready for `Population.restore`.
@@ -16,7 +17,8 @@ mode with synchronous=NORMAL: killing the writing process at any moment (SIGKILL
 committed row and corrupts nothing; a power cut or an OS crash may lose the last few commits, not the file.
 Spend (`total_cost`) is every candidate's cost plus the cost of events that carry one (an LLM reply that gave
 no kernel is an event, `mutation_failed`, not a candidate). A version-1 database is upgraded in place on open
-(three columns added). Secrets never enter `run` or `events`: keys that name one (api_key, token, password, secret, credential…) at any depth
+(three columns added). Secrets never enter `run` or `events`: keys that name one (api_key, token, password, secret,
+credential…) at any depth
 of the meta are written as "***".
 Not guaranteed: concurrent writers. The driver is the only writer (one connection, in its process);
 other processes may read (`Store.open(run_dir, readonly=True)`) while it writes.
@@ -25,22 +27,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from kevolve.judge.results import Evaluation
-from kevolve.messages import Candidate, Outcome, Status
+from kevolve.messages import Candidate, Status
 from kevolve.record.dedupe import source_hash
+from kevolve.record.events import Event, payload_of
+from kevolve.record.read import TERMINAL, Reader, check_status
+from kevolve.record.scrub import redact
 
 DB_NAME = "kevolve.db"
 SCHEMA_VERSION = 2
-STATUSES = tuple(s.value for s in Status)
-TERMINAL = tuple(s.value for s in Status if s.terminal)
-_SECRET_KEY = re.compile(r"api[_-]?key|passw(or)?d|secret|credential|private[_-]?key|token$", re.I)
 
 _SCHEMA = """
 CREATE TABLE run (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -69,21 +69,6 @@ class StoreError(RuntimeError):
     """A run directory without a database, or with one this version of kevolve cannot read."""
 
 
-def redact(value: Any) -> Any:
-    """A copy of JSON-like data with the value of every key that names a secret replaced by "***"."""
-    if isinstance(value, Mapping):
-        return {k: "***" if _SECRET_KEY.search(str(k)) else redact(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact(v) for v in value]
-    return value
-
-
-def redact_arg(arg: str) -> str:
-    """A command-line override `key=value` with the value replaced by "***" when the key names a secret."""
-    key, sep, _ = str(arg).partition("=")
-    return f"{key}=***" if sep and _SECRET_KEY.search(key.rsplit(".", 1)[-1].lstrip("+~")) else str(arg)
-
-
 def _json(value: Any) -> str | None:
     if value is None:
         return None
@@ -92,54 +77,9 @@ def _json(value: Any) -> str | None:
     return json.dumps(value, default=str)
 
 
-def _loads(text: str | None) -> Any:
-    return json.loads(text) if text else None
-
-
-@dataclass(frozen=True)
-class Record:
-    """One row of `candidates`, decoded. `evaluation` is the Evaluation's JSON text (`Evaluation.from_json`)."""
-    candidate: Candidate
-    status: str
-    source_hash: str
-    fitness: float | None
-    correct: bool | None
-    compiled: bool | None
-    feedback: str | None
-    verdict: Any
-    build: Any
-    evaluation: str | None
-    cost_usd: float
-    timings: dict[str, float]
-    updated: float
-    arm: str | None = None
-    reward: float | None = None
-    screening: Any = None
-
-    @property
-    def outcome(self) -> Outcome:
-        return Outcome(self.fitness or 0.0, bool(self.correct), bool(self.compiled), self.feedback or "")
-
-
-_COLUMNS = ("id, parents, island, generation, operator, model, source, created, meta, status, source_hash, "
-            "fitness, correct, compiled, feedback, verdict, build, evaluation, cost_usd, timings, updated, "
-            "arm, reward, screening")
-
-
-def _record(row: tuple) -> Record:
-    (cid, parents, island, generation, operator, model, source, created, meta, status, source_hash,
-     fitness, correct, compiled, feedback, verdict, build, evaluation, cost, timings, updated, arm, reward,
-     screening) = row
-    candidate = Candidate(id=cid, source=source, parents=tuple(json.loads(parents)), island=island,
-                          generation=generation, operator=operator, model=model, created=created,
-                          meta=json.loads(meta))
-    return Record(candidate, status, source_hash, fitness, None if correct is None else bool(correct),
-                  None if compiled is None else bool(compiled), feedback, _loads(verdict), _loads(build),
-                  evaluation, cost, json.loads(timings), updated, arm, reward, _loads(screening))
-
-
-class Store:
-    """The run's database. Build one with `Store.create` (new run) or `Store.open` (resume, or read)."""
+class Store(Reader):
+    """The run's database: the writes, on top of the read model (`kevolve.record.read.Reader`). Build one with
+    `Store.create` (new run) or `Store.open` (resume, or read)."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path, readonly: bool = False):
         self._conn = conn
@@ -212,33 +152,29 @@ class Store:
             c.executemany("INSERT OR REPLACE INTO run (key, value) VALUES (?, ?)",
                           [(k, json.dumps(v, default=str)) for k, v in redact(meta).items()])
 
-    def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM run")}
-
-    def log_event(self, kind: str, payload: Mapping[str, Any] | None = None) -> None:
+    def log_event(self, event: Event | str, payload: Mapping[str, Any] | None = None) -> None:
+        """Appends an event: a typed one (`kevolve.record.events`), or a kind and its payload as a mapping."""
+        kind = event if isinstance(event, str) else event.KIND
+        if not isinstance(event, str):
+            payload = payload_of(event)
         with self._tx() as c:
             c.execute("INSERT INTO events (time, kind, payload) VALUES (?, ?, ?)",
                       (time.time(), kind, json.dumps(redact(payload or {}), default=str)))
-
-    def events(self, kind: str | None = None) -> list[tuple[float, str, Any]]:
-        rows = self._conn.execute("SELECT time, kind, payload FROM events WHERE ? IS NULL OR kind = ? ORDER BY seq",
-                                  (kind, kind))
-        return [(t, k, json.loads(p)) for t, k, p in rows]
 
     # ---- writing candidates
     def add_candidate(self, c: Candidate, *, status: Status | str = Status.PENDING, cost_usd: float = 0.0,
                       timings: Mapping[str, float] | None = None, arm: str | None = None) -> None:
         """Records a new candidate (its mutation cost and seconds, if known, and the choice policy's arm)."""
-        status = _check_status(status)
+        state = check_status(status)
         d = c.to_dict()
         with self._tx() as tx:
             tx.execute("INSERT INTO candidates (id, parents, island, generation, operator, model, source, source_hash,"
                        " created, meta, status, cost_usd, timings, updated, arm)"
                        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        (c.id, json.dumps(d["parents"]), c.island, c.generation, c.operator, c.model, c.source,
-                        source_hash(c.source), c.created, json.dumps(redact(d["meta"])), status, float(cost_usd),
+                        source_hash(c.source), c.created, json.dumps(redact(d["meta"])), state, float(cost_usd),
                         json.dumps(dict(timings or {})), time.time(), arm))
-            if status in TERMINAL:
+            if state in TERMINAL:
                 self._finish(tx, c.id)
 
     def set_stage(self, cid: str, status: Status | str, *, verdict: Any = None, build: Any = None,
@@ -248,8 +184,8 @@ class Store:
         """Moves a candidate to `status`, setting the fields given: verdict and build (dataclasses or dicts,
         stored as JSON), fitness/correct/compiled/feedback; `cost_usd` is added to the candidate's cost,
         `timings` merged into its per-stage seconds. rejected and build_failed set fitness 0, correct 0."""
-        status = _check_status(status)
-        fields: dict[str, Any] = {"status": status, "updated": time.time()}
+        state = check_status(status)
+        fields: dict[str, Any] = {"status": state, "updated": time.time()}
         if verdict is not None:
             fields["verdict"] = _json(verdict)
         if build is not None:
@@ -260,7 +196,7 @@ class Store:
             error = build.get("error") if isinstance(build, Mapping) else getattr(build, "error", None)
             if error and feedback is None:
                 feedback = str(error)
-        if status in ("rejected", "build_failed"):
+        if state in ("rejected", "build_failed"):
             fitness, correct = 0.0, False
             compiled = False if compiled is None else compiled
         for name, value in (("fitness", fitness), ("correct", correct), ("compiled", compiled),
@@ -269,7 +205,7 @@ class Store:
                 fields[name] = int(value) if isinstance(value, bool) else value
         with self._tx() as tx:
             self._update(tx, cid, fields, cost_usd, timings)
-            if status in TERMINAL:
+            if state in TERMINAL:
                 self._finish(tx, cid)
 
     def set_screening(self, cid: str, screening: Mapping[str, Any], cost_usd: float = 0.0) -> None:
@@ -282,14 +218,6 @@ class Store:
         """The reward the candidate earned its arm (kevolve.operators.choice.reward), once it is judged."""
         with self._tx() as tx:
             self._update(tx, cid, {"reward": float(reward)}, 0.0, None)
-
-    def rewards(self) -> list[tuple[str, float]]:
-        """(arm, reward) of every rewarded candidate and failed proposal, in the order they were rewarded: what
-        `Policy.replay` rebuilds a choice policy from."""
-        rows = [(seq, arm, r) for seq, arm, r in self._conn.execute(
-            "SELECT done_seq, arm, reward FROM candidates WHERE arm IS NOT NULL AND reward IS NOT NULL")]
-        return [(arm, r) for _, arm, r in sorted(rows, key=lambda x: x[0] or 0)] + [
-            (p["arm"], float(p.get("reward", 0.0))) for _, _, p in self.events("mutation_failed") if p.get("arm")]
 
     def record_evaluation(self, cid: str, evaluation: Evaluation, seconds: float) -> None:
         """Stores an Evaluation (status evaluated, correct or not) and one `measurements` row per configuration."""
@@ -321,58 +249,6 @@ class Store:
         tx.execute("UPDATE candidates SET done_seq = (SELECT COALESCE(MAX(done_seq), 0) + 1 FROM candidates)"
                    " WHERE id = ? AND done_seq IS NULL", (cid,))
 
-    # ---- reading
-    def _select(self, where: str = "", params: Iterable[Any] = (), order: str = "rowid",
-                limit: int = -1) -> list[Record]:
-        where = f"WHERE {where}" if where else ""
-        sql = f"SELECT {_COLUMNS} FROM candidates {where} ORDER BY {order} LIMIT {int(limit)}"
-        return [_record(r) for r in self._conn.execute(sql, tuple(params))]
-
-    def get(self, cid: str) -> Record:
-        found = self._select("id = ?", (cid,))
-        if not found:
-            raise KeyError(f"no candidate {cid!r} in {self.path}")
-        return found[0]
-
-    def candidates(self, status: str | None = None) -> list[Record]:
-        """All candidates (or those with `status`) in the order they were added."""
-        return self._select("status = ?", (_check_status(status),)) if status else self._select()
-
-    def evaluated(self) -> list[Record]:
-        """Candidates with an Evaluation, in the order the evaluations came back."""
-        return self._select("status = 'evaluated'", order="done_seq")
-
-    def finished(self) -> list[Record]:
-        """Candidates in a terminal status, in the order they got there: `Population.restore`'s input is
-        `[(r.candidate, r.outcome) for r in store.finished()]`."""
-        return self._select("done_seq IS NOT NULL", order="done_seq")
-
-    def unfinished(self) -> list[Record]:
-        """Candidates still pending, verified or built, in the order they were added: the resume queue."""
-        return self._select("done_seq IS NULL")
-
-    def best(self, n: int = 1) -> list[Record]:
-        """The n fittest correct candidates (earliest first among equals)."""
-        return self._select("correct = 1 AND operator != 'red_team'", order="fitness DESC, done_seq", limit=n)
-
-    def counts(self) -> dict[str, int]:
-        return dict(self._conn.execute("SELECT status, COUNT(*) FROM candidates GROUP BY status"))
-
-    def total_cost(self) -> float:
-        """USD spent on LLM calls: candidates' costs plus the costs events carry (failed proposals)."""
-        cands = self._conn.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM candidates").fetchone()[0]
-        events = self._conn.execute("SELECT COALESCE(SUM(json_extract(payload, '$.cost_usd')), 0) FROM events "
-                                    "WHERE json_extract(payload, '$.cost_usd') IS NOT NULL").fetchone()[0]
-        return float(cands) + float(events)
-
-    def hashes(self) -> set[str]:
-        return {h for (h,) in self._conn.execute("SELECT source_hash FROM candidates")}
-
-    def integrity(self) -> str:
-        """SQLite's `PRAGMA integrity_check`: "ok" for a sound database."""
-        return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
-
-
 class _Transaction:
     """BEGIN IMMEDIATE … COMMIT (ROLLBACK on an exception): one write, all or nothing. A write SQLite refuses
     (a full disk, a read-only file) is rolled back and raised as a StoreError that says what to do."""
@@ -403,15 +279,6 @@ class _Transaction:
 def _unwritable(path: Path, e: Exception) -> StoreError:
     return StoreError(f"cannot write to {path}: {e}. Nothing committed is lost: free some space (or make the "
                       f"file writable) and continue the run with resume={path.parent}")
-
-
-def _check_status(status: Status | str | None) -> str | None:
-    if status is None:
-        return None
-    try:
-        return Status(status).value
-    except ValueError:
-        raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}") from None
 
 
 def _median(stats) -> float | None:

@@ -27,7 +27,8 @@ from typing import Any
 
 import yaml
 
-from kevolve.task.spec import BEST_FILES, Task, TaskError, load_task
+from kevolve.task.spec import BEST_FILES, Task, TaskError
+from kevolve.task.load import load_task
 
 
 class PromotionError(ValueError):
@@ -183,7 +184,8 @@ def notes_text(task: Task, ev, record, meta: dict, run_dir: Path, counts: dict[s
               "```", "", "## Per configuration", "", *_table(ev), "",
               "Times per call in µs: medians (p10-p90 of the kernel's calls); "
               + ("device time, launch overhead removed (CUDA graph replay, L2 flushed)." if ev.target == "cuda"
-                 else "wall time, its buffers evicted from the caches first.") + " `vs best`: over the faster torch baseline.", ""]
+                 else "wall time, its buffers evicted from the caches first.") + " `vs best`: over the faster torch "
+                                                                                 "baseline.", ""]
     return scrub_text("\n".join(lines))
 
 
@@ -246,7 +248,7 @@ def _hydra_overrides(run_dir: Path) -> list[str]:
         got = yaml.safe_load(path.read_text()) if path.is_file() else None
     except yaml.YAMLError:
         return []
-    from kevolve.record.store import redact_arg
+    from kevolve.record.scrub import redact_arg
     return [redact_arg(str(a)) for a in got] if isinstance(got, list) else []
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kevolve.judge.results import Evaluation
-from kevolve.record.store import DB_NAME, Record, Store
+from kevolve.record.read import Record
+from kevolve.record.store import DB_NAME, Store
 
 STATUS_ORDER = ("correct", "incorrect", "build_failed", "rejected", "failed")
 
@@ -174,38 +175,6 @@ def rates(run: Run, key: str = "operator") -> dict[str, Counter]:
     return dict(sorted(out.items()))
 
 
-def confusion(records: Iterable[Record]) -> dict[str, dict[str, int]]:
-    """verifier -> counts: tp (said fail, was bad), fp (said fail, was good), fn (said pass, was bad), tn,
-    no_verdict, unobserved (the judge could not tell) — over candidates that were judged (built)."""
-    from kevolve.operators.screening import truth
-    out: dict[str, dict[str, int]] = {}
-    for r in records:
-        screening = getattr(r, "screening", None) or {}
-        if not screening.get("verdicts") or r.status not in ("evaluated", "build_failed"):
-            continue
-        for v in screening["verdicts"]:
-            c = out.setdefault(v["verifier"], dict(tp=0, fp=0, fn=0, tn=0, no_verdict=0, unobserved=0))
-            bad = truth(v["verifier"], bool(r.compiled), bool(r.correct), r.feedback)
-            if v.get("passed") is None:
-                c["no_verdict"] += 1
-            elif bad is None:
-                c["unobserved"] += 1
-            else:
-                c[("tp" if bad else "fp") if v["passed"] is False else ("fn" if bad else "tn")] += 1
-    return dict(sorted(out.items()))
-
-
-def lineage(records: Iterable[Record]) -> list[dict[str, Any]]:
-    rows = []
-    for r in records:
-        c = r.candidate
-        base = {"child": c.id, "operator": c.operator, "model": c.model or "", "island": c.island,
-                "generation": c.generation, "fitness": r.fitness or 0.0, "correct": bool(r.correct),
-                "status": r.status}
-        rows += [{"parent": p, **base} for p in (c.parents or ("",))]
-    return rows
-
-
 def summary_row(run: Run) -> dict[str, Any]:
     """One run, for the comparison table."""
     ev, points = best_evaluation(run), curve(run)
@@ -214,7 +183,8 @@ def summary_row(run: Run) -> dict[str, Any]:
             "speedup": ev.speedup if ev else None, "speedup_eager": ev.speedup_eager if ev else None,
             "speedup_compile": ev.speedup_compile if ev else None, "floor_fraction": ev.floor_fraction if ev else None,
             "seconds": points[-1].seconds if points else 0.0, "dollars": spend(run),
-            "stopped": next((p.get("stopped") for _, k, p in reversed(run.events) if k == "finish"), "running or killed")}
+            "stopped": next((p.get("stopped") for _, k, p in reversed(run.events) if k == "finish"), "running or "
+                                                                                                     "killed")}
 
 
 def plan(run: Run) -> dict[str, Any]:

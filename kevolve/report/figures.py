@@ -52,7 +52,8 @@ def progress(runs: list[data.Run]) -> Figure | None:
             x = [getattr(p, attr) for p in points]
             ax.step(x, [p.best for p in points], where="post", label=run.name if len(runs) > 1 else "best so far")
             if len(runs) == 1:
-                ax.scatter([xi for xi, p in zip(x, points) if p.fitness > 0], [p.fitness for p in points if p.fitness > 0],
+                ax.scatter([xi for xi, p in zip(x, points) if p.fitness > 0],
+                           [p.fitness for p in points if p.fitness > 0],
                            s=10, color="grey", alpha=0.5, label="correct candidates")
         ax.set_xlabel(title)
         ax.grid(alpha=0.3)

@@ -24,6 +24,7 @@ from typing import Callable
 from kevolve.progress import bar
 from kevolve.report import data, figures
 from kevolve.report.tables import config_rows
+from kevolve.record import read
 from kevolve.record.scrub import scrub, scrub_text
 
 STYLE = """
@@ -121,7 +122,8 @@ def _run(page: Page, run: data.Run, prefix: str) -> None:
              ["best kernel", f"{best.candidate.id} ({best.candidate.operator}, generation {best.candidate.generation})"
               if best else "none correct"],
              ["speedup over the faster torch baseline", _x(ev.speedup if ev else None)],
-             ["over eager / compile", f"{_x(ev.speedup_eager if ev else None)} / {_x(ev.speedup_compile if ev else None)}"],
+             ["over eager / compile", f"{_x(ev.speedup_eager if ev else None)} / "
+                                      f"{_x(ev.speedup_compile if ev else None)}"],
              ["fraction of the memory floor", _pct(ev.floor_fraction if ev else None)],
              ["numbers from", "the final judgement, baselines interleaved" if data._confirmed(run) else "the search"],
              ["stopped", data.summary_row(run)["stopped"]]]
@@ -136,12 +138,13 @@ def _run(page: Page, run: data.Run, prefix: str) -> None:
     page.figure(f"{prefix}lineage", figures.lineage(run, best.candidate.id if best else None),
                 "where the best kernel came from: its ancestors by generation, the operator on each edge")
     page.figure(f"{prefix}rates", figures.rates(run), "outcomes per operator and per model (n: candidates judged)")
-    page.figure(f"{prefix}verifiers", figures.confusion(data.confusion(run.records)),
+    page.figure(f"{prefix}verifiers", figures.confusion(read.confusion(run.records)),
                 "each LLM verifier's verdicts against the judge's outcome")
     if best:
         _diff(page, run, best)
     config = scrub(run.meta.get("config") or {})
-    page.add(f"<details><summary>resolved configuration</summary><pre>{_e(json.dumps(config, indent=1))}</pre></details>")
+    page.add("<details><summary>resolved "
+             f"configuration</summary><pre>{_e(json.dumps(config, indent=1))}</pre></details>")
 
 
 def _diff(page: Page, run: data.Run, best) -> None:
@@ -156,7 +159,8 @@ def _diff(page: Page, run: data.Run, best) -> None:
                                  f"{best.candidate.id} (best)", lineterm="", n=3)
     out = []
     for ln in lines:
-        cls = "hunk" if ln.startswith(("@@", "---", "+++")) else "add" if ln.startswith("+") else "del" if ln.startswith("-") else ""
+        cls = ("hunk" if ln.startswith(("@@", "---", "+++")) else "add" if ln.startswith("+")
+               else "del" if ln.startswith("-") else "")
         text = _e(scrub_text(ln))
         out.append(f'<span class="{cls}">{text}</span>' if cls else text + "\n")
     page.add(f"<p>diff of {_e(seed.candidate.id)} (the founding ancestor) → {_e(best.candidate.id)}</p>"

@@ -26,7 +26,8 @@ def _pct(x: float | None) -> str:
 
 def table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    def line(r: list) -> str:
+        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
@@ -43,7 +44,8 @@ def config_rows(ev: Evaluation, label: str = "kernel") -> tuple[list[str], list[
         if m.kernel is None and m.correct:
             continue                          # seeds beyond the first are checked, not timed
         lat = m.latency.get("kernel")
-        rows.append([m.config.rsplit("/s", 1)[0] + (" (held out)" if m.heldout else "") + (" *" if m.launch_bound else ""),
+        name = m.config.rsplit("/s", 1)[0] + (" (held out)" if m.heldout else "") + (" *" if m.launch_bound else "")
+        rows.append([name,
                      _ms(m.eager and m.eager.median), _ms(m.compile and m.compile.median)]
                     + ([_ms(m.autotune and m.autotune.median)] if autotune else [])
                     + [_ms(m.kernel and m.kernel.median) if m.correct else "FAIL"]

@@ -55,7 +55,7 @@ from kevolve.operators.registry import spec
 from kevolve.operators.verifiers import LLMVerifier
 from kevolve.search import profile as ncu_profile
 from kevolve.search.verification import Screened
-from kevolve.task.spec import load_task
+from kevolve.task.load import load_task
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,8 @@ from kevolve.search.sources import Mutations
 from kevolve.search.spend import Spend, prior_per_call
 from kevolve.search.start import check_llm, open_store, start_ray
 from kevolve.search.verification import Verification
-from kevolve.task.spec import Task, load_task
+from kevolve.task.load import load_task
+from kevolve.task.spec import Task
 from kevolve.tracking import make_tracker, row
 
 

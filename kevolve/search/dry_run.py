@@ -22,7 +22,7 @@ from kevolve.llm.config import provider_of
 from kevolve.search.banner import lines, record
 from kevolve.search.estimate import estimate
 from kevolve.search.plan import resolve
-from kevolve.task.spec import load_task
+from kevolve.task.load import load_task
 
 
 def local_cluster(cfg: Config) -> dict[str, float]:
@@ -68,7 +68,7 @@ def dry_run(cfg: Config) -> str:
     plan = resolve(cfg, task, local_cluster(cfg))
     plan = replace(plan, device=device(plan.target))
     est = estimate(plan, task)
-    head = [f"dry run: nothing is called (no LLM request, no Ray, no build) and no store is written",
+    head = ["dry run: nothing is called (no LLM request, no Ray, no build) and no store is written",
             f"task {task.name}, target {plan.target} ({plan.device}), shapes {plan.shapes}, "
             f"{len(plan.seeds)} seed(s): {', '.join(label for label, _ in plan.seeds) or 'none'}"]
     if plan.llm is not None:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import math
 
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from kevolve.operators.registry import spec
-from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, VerifiersConfig
+from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, VerifiersConfig, env
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
 from kevolve.search import pacing
@@ -78,7 +77,7 @@ class Plan:
 
     @property
     def llm_operators(self) -> tuple[str, ...]:
-        return tuple(o for o, w in self.population.operators.items() if spec(o).llm and w > 0)
+        return tuple(o for o, w in self.population.operators.items() if spec(o).llm and (w or 0) > 0)
 
     def with_device(self, info: Mapping[str, Any]) -> "Plan":
         """The plan once an evaluator has said what it runs on: the arch (a configured one wins) and the device."""
@@ -175,7 +174,7 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 in_flight=s.in_flight or default_in_flight(target, evaluators, builders, llm_calls if llm_ops else 0),
                 reference_bytes=None if cache_gb is None else int(cache_gb * (1 << 30)), baseline_refresh_s=refresh,
                 compare_share=s.compare_share,
-                cache_dir=r.cache_dir, arch=os.environ.get("KEVOLVE_CUDA_ARCH") or r.cuda_arch,
+                cache_dir=r.cache_dir, arch=env.cuda_arch() or r.cuda_arch,
                 population=chosen.population, seed=s.seed, candidates=s.candidates, wall_time_s=s.wall_time_s,
                 dollars=s.dollars, knob_changes=s.knob_changes, progress=cfg.progress,
                 tracker=cfg.logger, llm=llm, llm_calls=llm_calls, llm_calls_min=least, llm_calls_max=most,

@@ -20,7 +20,8 @@ from pathlib import Path
 from kevolve.messages import Candidate, Proposal
 from kevolve.operators.compose import Request
 from kevolve.search.learning import strategy_of
-from kevolve.record.store import Record, Store
+from kevolve.record.read import Record
+from kevolve.record.store import Store
 
 
 class Recorded:

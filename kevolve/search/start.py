@@ -18,7 +18,8 @@ from kevolve.config import Config, ConfigError, ResourcesConfig
 from kevolve.llm import LLMConfig, LLMConfigError, make_provider
 from kevolve.llm.cache import Cache
 from kevolve.llm.config import CACHE_FILE
-from kevolve.record.store import Store, redact_arg
+from kevolve.record.scrub import redact_arg
+from kevolve.record.store import Store
 from kevolve.task.spec import Task
 
 

@@ -95,7 +95,8 @@ class TorchKernel:
         try:
             self.fn = getattr(module, task.direction)
         except AttributeError:
-            raise LookupError(f"the extension defines no `{task.direction}` function (m.def(\"{task.direction}\", ...))") from None
+            raise LookupError(f"the extension defines no `{task.direction}` function (m.def(\"{task.direction}\", "
+                              "...))") from None
         self.with_scalars: bool | None = None if task.scalars else False
 
     def __call__(self, inputs: dict, outputs: dict, sizes: dict[str, int], workspace, stream=None, *,

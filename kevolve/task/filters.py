@@ -30,7 +30,8 @@ baselines: IEEE float32, TF32 off for cuBLAS and cuDNN (`precision.strict_float3
 after). A run goes configuration by configuration, every filter looking at one before the next is drawn: it holds
 one configuration's inputs and references (its input variants, their float64 outputs) and, for init_impact, the
 first variant's outputs of the shape's other init sets, kept on the host; on CUDA the device memory goes back to
-the driver after each configuration, torch.compile's code after each shape (`torch._dynamo.reset()`). Not guaranteed: that a task that passes is interesting, or that a
+the driver after each configuration, torch.compile's code after each shape (`torch._dynamo.reset()`). Not guaranteed:
+that a task that passes is interesting, or that a
 configuration left out by `max_shapes` would pass; the paper's LLM redundancy check is not run.
 """
 from __future__ import annotations
@@ -38,10 +39,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import yaml
-
 from kevolve.task.precision import strict_float32
-from kevolve.task.spec import Case, Task, TaskError, eval_condition
+from kevolve.task.spec import Case, Task
+from kevolve.task.unused import unused_inputs
 
 FILTERS = ("output_std", "output_range", "output_axes", "input_impact", "init_impact", "eager", "compile")
 VARIANTS = 3
@@ -272,7 +272,8 @@ class InputImpact(Scan):
     def result(self) -> FilterResult:
         what = "every input changes an output on every shape"
         if self.accepted:
-            what += " (" + "; ".join(f"{n} accepted as unused{u.where()}: {u.why}" for n, u in self.accepted.items()) + ")"
+            accepted = "; ".join(f"{n} accepted as unused{u.where()}: {u.why}" for n, u in self.accepted.items())
+            what += f" ({accepted})"
         return self._verdict(what)
 
 
@@ -376,46 +377,6 @@ class CompiledBaseline(EagerBaseline):
 
 def _listed(x) -> list:
     return list(x) if isinstance(x, (tuple, list)) else [x]
-
-
-@dataclass(frozen=True)
-class Unused:
-    """An input task.yaml accepts as unused: why, and on which shapes (`when`, a condition; None: all)."""
-    why: str
-    when: str | None = None
-
-    def holds(self, sizes: dict[str, int]) -> bool:
-        return self.when is None or eval_condition(self.when, sizes)
-
-    def where(self) -> str:
-        return f" when {self.when}" if self.when else ""
-
-
-def unused_inputs(task: Task) -> dict[str, Unused]:
-    """task.yaml's `unused_inputs: {name: why}` or `{name: {why: ..., when: COND}}`: inputs the operation takes
-    but does not need (on the shapes where COND holds; input_impact accepts them there); a name that is not
-    an input, or a condition that does not evaluate on every configuration, is an error."""
-    path = task.dir / "task.yaml"
-    raw = yaml.safe_load(path.read_text()) or {}
-    declared: dict[str, Unused] = {}
-    for k, v in (raw.get("unused_inputs") or {}).items():
-        if isinstance(v, dict):
-            if set(v) - {"why", "when"} or "why" not in v:
-                raise ValueError(f"{path}: unused_inputs.{k} takes `why` and optionally `when`, got {sorted(v)}")
-            declared[str(k)] = Unused(str(v["why"]), str(v["when"]) if v.get("when") is not None else None)
-        else:
-            declared[str(k)] = Unused(str(v))
-    wrong = set(declared) - {s.name for s in task.inputs}
-    if wrong:
-        raise ValueError(f"{path}: unused_inputs names {sorted(wrong)}, which are not inputs")
-    for name, u in declared.items():
-        for shape_set in task.shape_sets:
-            for case in task.configs(shape_set):
-                try:
-                    u.holds(case.size_dict)
-                except TaskError as e:
-                    raise ValueError(f"{path}: unused_inputs.{name}: {e}") from None
-    return declared
 
 
 SCANS: dict[str, type[Scan]] = {

@@ -101,7 +101,8 @@ def _observe(problem: Problem, values: dict, device: str) -> Observed:
         inputs = list(mod.get_inputs())
         for i, x in enumerate(inputs):
             if not isinstance(x, torch.Tensor):
-                raise ProblemError(f"get_inputs() item {i} is a {type(x).__name__}, not a tensor: only tensor inputs import")
+                raise ProblemError(f"get_inputs() item {i} is a {type(x).__name__}, not a tensor: only tensor "
+                                   "inputs import")
             if x.device.type not in ("cpu", "meta"):
                 raise ProblemError(f"get_inputs() item {i} is on {x.device}: make CPU tensors, kevolve moves them")
         model = mod.Model(*mod.get_init_inputs())
@@ -154,7 +155,8 @@ def _scaled(problem: Problem, start: Config, scalable: list[str]) -> Config:
         s = max(candidates, key=lambda n: cur.values[n])
         trial = {**cur.values, s: cur.values[s] // 2}
         obs = observe(problem, trial)
-        if obs is not None and obs.signature() == start.observed.signature() and obs.elements() < cur.observed.elements():
+        if (obs is not None and obs.signature() == start.observed.signature()
+                and obs.elements() < cur.observed.elements()):
             cur = Config(trial, obs, False)
         else:
             frozen.add(s)
@@ -294,7 +296,8 @@ def _forward64(problem: Problem, tensors: list, values: dict, rng: int) -> list:
             torch.manual_seed(rng)
             return _listed(problem.forward(tensors, values, torch.float64))
     except Exception as e:
-        raise ProblemError(f"Model.forward fails in float64 (the reference's precision): {type(e).__name__}: {e}") from None
+        raise ProblemError(f"Model.forward fails in float64 (the reference's precision): "
+                           f"{type(e).__name__}: {e}") from None
 
 
 def _same(a, b) -> bool:

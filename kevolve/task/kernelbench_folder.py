@@ -22,7 +22,7 @@ ELEMENT_BYTES = {"float32": 4, "float64": 8, "int64": 8, "int32": 4}
 
 def write(imp: Imported, out: str | Path, atol: float = 1e-4, rtol: float = 1e-4) -> Path:
     """Writes the task folder `out/<name>`; raises ProblemError if a folder of that name was not made here."""
-    from kevolve.task.spec import load_task
+    from kevolve.task.load import load_task
     folder = Path(out) / imp.name
     if (folder / "task.yaml").exists() and MARK not in (yaml.safe_load((folder / "task.yaml").read_text()) or {}):
         raise ProblemError(f"{folder} holds a task the importer did not make: choose another --out or --name")
@@ -59,7 +59,8 @@ def task_yaml(imp: Imported, atol: float, rtol: float) -> str:
 
 def reference_py(imp: Imported) -> str:
     names = tuple(n for n, _, _ in imp.inputs)
-    return f'''"""KernelBench problem {imp.source.name}, imported by `python -m kevolve.tasks import`: re-import, do not edit.
+    imported = "imported by `python -m kevolve.tasks import`: re-import, do not edit."
+    return f'''"""KernelBench problem {imp.source.name}, {imported}
 
 `reference`: Model.forward of problem.py in float64, with the parameters it is given; `baseline`: the same in
 float32 (what torch eager and torch.compile are timed on); `draw_inputs`: get_inputs(), then the Model's
@@ -104,7 +105,8 @@ def prompt_md(imp: Imported, task) -> str:
         lines += ["", "Sizes computed from the constants, passed as arguments too: " + ", ".join(
             f"`{s}` (dimension {s.rsplit('_dim', 1)[1]} of `{s.rsplit('_dim', 1)[0]}`)" for s in imp.derived) + "."]
     lines += ["", "## The function to write", "", "CUDA (`.cu`, built by nvcc; launch your kernels on `stream`):", "",
-              "```c", c_prototype(task, "cuda"), "```", "", "CPU (`.cpp`, built by g++ -O3 -march=native -fopenmp):", "",
+              "```c", c_prototype(task, "cuda"), "```", "",
+              "CPU (`.cpp`, built by g++ -O3 -march=native -fopenmp):", "",
               "```c", c_prototype(task, "cpu"), "```", "",
               "Return 0 on success. Or, as a torch extension (abi=torch): `forward` takes the input tensors in this "
               "order and returns the output tensor(s).", ""]
@@ -115,5 +117,5 @@ def import_file(path: str | Path, out: str | Path | None = None, name: str | Non
                 atol: float = 1e-4, rtol: float = 1e-4) -> Path:
     """Imports one KernelBench problem file into `out` (default: tasks/); returns the task folder."""
     from kevolve.task.kernelbench import analyse
-    from kevolve.task.spec import TASKS_DIR
+    from kevolve.config.tasks import TASKS_DIR
     return write(analyse(path, name), TASKS_DIR if out is None else out, atol, rtol)

@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kevolve.task.spec import TaskError, eval_condition, eval_expr
+from kevolve.task.expr import TaskError, eval_condition, eval_expr
 
 KEYS = ("robust_kbench", "args", "dims", "views", "returns")
 

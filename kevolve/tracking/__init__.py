@@ -1,6 +1,7 @@
 """Trackers record a run's metrics and lineage somewhere people look: the interface, the null one, and the guard.
 
-`Tracker` is what the driver calls: `start(store, plan)` once the run's store is open (a tracker reads the run's
+`Tracker` is what the driver calls: `start(store, plan)` (any plan with a `target` and `evaluators`: `RunShape`) once
+the run's store is open (a tracker reads the run's
 meta there and keeps its own run id in it, so a resumed run continues the same tracked run), `candidate(row)`
 after every verdict with `row(record)` of the stored record (`kevolve.record.rows`), `progress(stats)` now
 and then with the population's numbers, `finish(summary)` with the run's summary while the store is still open.
@@ -18,37 +19,19 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from kevolve.record.events import TrackerFailed
 from kevolve.record.rows import row  # noqa: F401  (the driver builds candidate rows with it)
+from kevolve.tracking.interface import NullTracker, RunShape, Tracker
 
 if TYPE_CHECKING:
     from kevolve.config import LoggerConfig
-    from kevolve.search.plan import Plan
     from kevolve.record.store import Store
 
+__all__ = ["Guarded", "NullTracker", "RunShape", "Tracker", "make_tracker", "row"]
+
 log = logging.getLogger("kevolve.tracking")
-
-
-class Tracker(Protocol):
-    def start(self, store: "Store", plan: "Plan") -> None: ...
-    def candidate(self, row: dict[str, Any]) -> None: ...
-    def progress(self, stats: dict[str, Any]) -> None: ...
-    def finish(self, summary: dict[str, Any]) -> None: ...
-
-
-class NullTracker:
-    def start(self, store: "Store", plan: "Plan") -> None:
-        pass
-
-    def candidate(self, row: dict[str, Any]) -> None:
-        pass
-
-    def progress(self, stats: dict[str, Any]) -> None:
-        pass
-
-    def finish(self, summary: dict[str, Any]) -> None:
-        pass
 
 
 class Guarded:
@@ -78,16 +61,16 @@ class Guarded:
                 pass
         if self.store is not None:
             try:
-                self.store.log_event("tracker_failed", {"tracker": self.name, "method": method, "error": self.failed})
+                self.store.log_event(TrackerFailed(tracker=self.name, method=method, error=self.failed))
             except Exception:              # noqa: BLE001 — the store reports its own errors where it matters
                 pass
 
-    def start(self, store: "Store", plan: "Plan") -> None:
+    def start(self, store: "Store", plan: "RunShape") -> None:
         self.store = store
         self._call("start", store, plan)
 
-    def candidate(self, row: dict[str, Any]) -> None:
-        self._call("candidate", row)
+    def candidate(self, r: dict[str, Any]) -> None:
+        self._call("candidate", r)
 
     def progress(self, stats: dict[str, Any]) -> None:
         self._call("progress", stats)

@@ -38,13 +38,15 @@ import wandb
 
 from kevolve.config import LoggerConfig
 from kevolve.progress import bar
-from kevolve.report import data
+from kevolve.record.events import Confirm, Tracker
+from kevolve.record.read import confusion as confusion_of
+from kevolve.record.read import lineage
 from kevolve.record.rows import evaluation_of, per_config, row
 from kevolve.record.scrub import scrub
 
 if TYPE_CHECKING:
-    from kevolve.search.plan import Plan
     from kevolve.record.store import Store
+    from kevolve.tracking.interface import RunShape
 
 PROJECT = "kevolve"
 
@@ -78,7 +80,7 @@ class WandbTracker:
         self.run = None
 
     # ------------------------------------------------------------------ start
-    def start(self, store: "Store", plan: "Plan") -> None:
+    def start(self, store: "Store", plan: "RunShape") -> None:
         self.store, self.evaluators, self.target = store, plan.evaluators, plan.target
         meta = store.meta()
         run_dir = store.path.parent
@@ -88,8 +90,7 @@ class WandbTracker:
         run_id = known.get("id") or uuid.uuid4().hex[:12]
         if not known:
             store.set_meta({"wandb": {"id": run_id, "project": s.project, "entity": s.entity}})
-        store.log_event("tracker", {"kind": "wandb", "id": run_id, "mode": s.mode, "dir": s.dir,
-                                    "resumed": bool(known)})
+        store.log_event(Tracker(kind="wandb", id=run_id, mode=s.mode, dir=s.dir, resumed=bool(known)))
         Path(s.dir).mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(
             project=s.project, entity=s.entity, mode=s.mode, dir=s.dir, id=run_id, resume="allow",
@@ -123,7 +124,8 @@ class WandbTracker:
                       "run/spend_usd": self.store.total_cost()})
 
     def progress(self, stats: dict[str, Any]) -> None:
-        flat = {f"population/{k}": v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        flat = {f"population/{k}": v for k, v in stats.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)}
         for island in stats.get("islands", ()):
             flat[f"population/island{island['island']}/best_fitness"] = island.get("best_fitness", 0.0)
             flat[f"population/island{island['island']}/members"] = island.get("members", 0)
@@ -135,9 +137,10 @@ class WandbTracker:
         rows = [scrub(row(r)) for r in bar(records, "W&B tables")]
         columns = list(dict.fromkeys(k for r in rows for k in r))
         self.run.log({"candidates": self.n,
-                      "candidates_table": wandb.Table(columns=columns, data=[[r.get(c) for c in columns] for r in rows]),
-                      "lineage": _table(data.lineage(records))})
-        confusion = data.confusion(records)
+                      "candidates_table": wandb.Table(columns=columns,
+                                                      data=[[r.get(c) for c in columns] for r in rows]),
+                      "lineage": _table(lineage(records))})
+        confusion = confusion_of(records)
         if confusion:
             self.run.log({"candidates": self.n, "verifiers": _table(
                 [{"verifier": v, **c, **_rates(c)} for v, c in confusion.items()])})
@@ -153,10 +156,10 @@ class WandbTracker:
             return
         record = self.store.get(best_id)
         ev = None
-        for _, _, p in reversed(self.store.events("confirm")):
-            if p.get("id") == best_id and p.get("correct"):
+        for confirmed in reversed(self.store.events_of(Confirm)):
+            if confirmed.id == best_id and confirmed.correct and confirmed.evaluation:
                 from kevolve.judge.results import Evaluation
-                ev = Evaluation.from_json(p["evaluation"])
+                ev = Evaluation.from_json(confirmed.evaluation)
                 break
         ev = ev or evaluation_of(record)
         numbers = {"id": best_id, "operator": record.candidate.operator, "parents": list(record.candidate.parents),

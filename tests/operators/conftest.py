@@ -20,7 +20,7 @@ sleeps = _llm_conftest.sleeps
 from kevolve.judge.results import Evaluation, Measurement, Stats  # noqa: E402
 from kevolve.messages import Candidate  # noqa: E402
 from kevolve.operators.context import Context  # noqa: E402
-from kevolve.task.spec import load_task  # noqa: E402
+from kevolve.task.load import load_task  # noqa: E402
 
 H200 = "NVIDIA H200, sm_90a"
 

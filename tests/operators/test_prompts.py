@@ -15,7 +15,9 @@ from kevolve.operators.compose import OPERATORS, Request, messages
 from kevolve.operators.context import Context
 from kevolve.operators.strategies import Strategy
 from kevolve.task.abi import c_prototype
-from kevolve.task.spec import list_tasks, load_task, show_scalar
+from kevolve.config.tasks import list_tasks
+from kevolve.task.load import load_task
+from kevolve.task.spec import show_scalar
 
 TORCH_SRC = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) { return x; }\n"
 

@@ -38,7 +38,8 @@ class Browser:
             os.dup2(from_child, 4)
         self.proc = subprocess.Popen([binary(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
                                      preexec_fn=fds, close_fds=False, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE if os.environ.get("KEVOLVE_CHROMIUM_DEBUG") else subprocess.DEVNULL)
+                                     stderr=(subprocess.PIPE if os.environ.get("KEVOLVE_CHROMIUM_DEBUG")
+                                             else subprocess.DEVNULL))
         os.close(to_child)
         os.close(from_child)
 
@@ -108,7 +109,8 @@ def inspect(page: Path, screenshot: Path) -> dict:
         b.wait_event("Page.loadEventFired")
         images = json.loads(b.send("Runtime.evaluate", {"expression": (
             "JSON.stringify(Array.from(document.images).map(i => ({figure: i.dataset.figure, complete: i.complete,"
-            " width: i.naturalWidth, height: i.naturalHeight})))"), "returnByValue": True}, session=s)["result"]["value"])
+            " width: i.naturalWidth, height: i.naturalHeight})))"), "returnByValue": True},
+        session=s)["result"]["value"])
         title = b.send("Runtime.evaluate", {"expression": "document.title", "returnByValue": True},
                        session=s)["result"]["value"]
         size = b.send("Page.getLayoutMetrics", session=s)["cssContentSize"]

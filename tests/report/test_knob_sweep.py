@@ -1,15 +1,14 @@
-"""experiments/knob_sweep.py: the seed and its knob variants judged side by side by one evaluator."""
+"""`python -m kevolve.tasks knob-sweep` (kevolve/cli/knob_sweep.py): the seed and its knob variants judged side by
+side by one evaluator."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from kevolve.cli import knob_sweep as sweep
+
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("knob_sweep", ROOT / "experiments" / "knob_sweep.py")
-sweep = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sweep)
 FUSED = ROOT / "tasks" / "layernorm_fwd" / "seeds" / "cpu_fused.cpp"
 
 pytestmark = pytest.mark.usefixtures("private_build_cache")

@@ -20,6 +20,7 @@ from kevolve.messages import Candidate, Status
 from kevolve.progress import bar
 from kevolve.report import data, figures
 from kevolve.cli.report import main
+from kevolve.record import read
 from kevolve.record.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +83,8 @@ def test_the_store_tells_the_lineage_the_seed_and_the_rates(run):
     rates = data.rates(r, "model")
     assert rates["gpt-x"] == {"correct": 2, "rejected": 1} and rates["gpt-y"] == {"incorrect": 1, "build_failed": 1}
     points = data.curve(r)
-    assert [p.best for p in points] == sorted(p.best for p in points) and points[-1].best == pytest.approx(2.5 * 0.8)   # over compile, the faster
+    # over compile, the faster
+    assert [p.best for p in points] == sorted(p.best for p in points) and points[-1].best == pytest.approx(2.5 * 0.8)
     assert points[-1].dollars == pytest.approx(0.08)                     # spent by the last verdict
     assert data.summary_row(r)["dollars"] == pytest.approx(0.13)         # and in all, events included
 
@@ -91,7 +93,7 @@ def test_verifier_confusion_counts_verdicts_against_the_judge():
     def rec(passed, correct, status="evaluated"):
         return SimpleNamespace(status=status, compiled=True, correct=correct, feedback=None if correct else "wrong",
                                screening={"verdicts": [{"verifier": "numerics", "passed": passed}]})
-    counts = data.confusion([rec(False, False), rec(False, True), rec(True, False), rec(True, True), rec(True, True),
+    counts = read.confusion([rec(False, False), rec(False, True), rec(True, False), rec(True, True), rec(True, True),
                              rec(None, True), rec(False, False, "rejected")])
     assert counts == {"numerics": dict(tp=1, fp=1, fn=1, tn=2, no_verdict=1, unobserved=0)}
     assert figures.confusion(counts) is not None and figures.confusion({}) is None
@@ -126,7 +128,8 @@ def test_a_multirun_directory_gives_a_comparison(tmp_path):
     pngs = {p.stem for p in out.parent.glob("*.png")}
     assert "comparison" in pngs and {f"run{i}_{f}" for i in (0, 1) for f in SINGLE} <= pngs
     html = out.read_text()
-    assert "Runs compared" in html and "3.60x" in html and "2.40x" in html      # each run's confirmed speedup over eager
+    # each run's confirmed speedup over eager
+    assert "Runs compared" in html and "3.60x" in html and "2.40x" in html
 
 
 def test_a_directory_without_runs_is_a_usage_error(tmp_path, capsys):

@@ -1,19 +1,18 @@
-"""experiments/seeds_table.py reads back what `python -m kevolve.evaluate` prints: the per-configuration table
+"""`python -m kevolve.tasks seeds-table` (kevolve/cli/seeds_table.py) reads back what `python -m kevolve.evaluate`
+prints: the per-configuration table
 of `evaluation_report` and the summary JSON, for a correct and a rejected kernel."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 from pathlib import Path
 
+from kevolve.cli import h200_report as h200
+from kevolve.cli import seeds_table
 from kevolve.judge.results import Evaluation, Measurement, Stats
 from kevolve.report.tables import evaluation_report
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("seeds_table", ROOT / "experiments" / "seeds_table.py")
-seeds_table = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(seeds_table)
 
 
 def evaluation(correct: bool) -> Evaluation:
@@ -40,7 +39,8 @@ def log(tmp_path: Path, ev: Evaluation) -> Path:
 def test_a_correct_seed_gives_a_row_per_configuration_and_its_geomeans(tmp_path):
     rows = seeds_table.table_rows(log(tmp_path, evaluation(True)))
     assert [r[2] for r in rows] == ["B=8,(1,256,256) *", "B=8192,(4096,) (held out)", "geomean"]
-    assert rows[0][:8] == ["layernorm_fwd", "cuda_fast", "B=8,(1,256,256) *", "8.0us", "6.8us", "12.0us", "2.0us", "25%"]
+    assert rows[0][:8] == ["layernorm_fwd", "cuda_fast", "B=8,(1,256,256) *", "8.0us", "6.8us", "12.0us", "2.0us",
+                           "25%"]
     assert rows[0][8:] == ["0.85x", "0.85x", "0.85x"]     # the first init's numbers (tiny), the worst init
     assert rows[1][3] == "70.0us" and rows[1][8:] == ["0.95x", "0.95x", "0.95x"]
     assert rows[2][8] == f"{(1.7 * 0.85 * 0.0664 / 0.070) ** (1 / 3):.2f}x"
@@ -59,11 +59,8 @@ def test_a_log_without_a_summary_says_so(tmp_path):
 
 
 def test_the_h200_report_keeps_each_tasks_fastest_correct_seed(tmp_path, capsys):
-    """experiments/h200_report.py reads seeds_table's own output back: of a task's seeds it keeps the correct one
+    """`kevolve.tasks h200-report` reads seeds_table's own output back: of a task's seeds it keeps the correct one
     with the best geomean over compile, lists every shape of it, and names the others and the tasks without one."""
-    spec = importlib.util.spec_from_file_location("h200_report", ROOT / "experiments" / "h200_report.py")
-    h200 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(h200)
     fast = log(tmp_path, evaluation(True))
     slow = tmp_path / "layernorm_fwd__cuda_split.txt"
     ev = evaluation(True)
@@ -89,12 +86,10 @@ def test_the_h200_report_keeps_each_tasks_fastest_correct_seed(tmp_path, capsys)
 def test_the_h200_report_says_when_compile_was_not_timed(tmp_path, capsys):
     """A judgement whose torch.compile baseline failed on some shapes (on the H200, a seeded worker) has "-" there;
     the report says so beside the seed, since its "vs best torch" is over eager on those shapes."""
-    spec = importlib.util.spec_from_file_location("h200_report", ROOT / "experiments" / "h200_report.py")
-    h200 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(h200)
     ev = evaluation(True)
     ev = dataclasses.replace(ev, measurements=ev.measurements[:2] + (
-        dataclasses.replace(ev.measurements[2], compile=None, failure="compile: torch.compile failed: PermissionError"),))
+        dataclasses.replace(ev.measurements[2], compile=None,
+                            failure="compile: torch.compile failed: PermissionError"),))
     seeds_table.main([str(log(tmp_path, ev))])
     table = tmp_path / "seeds.h200.txt"
     table.write_text(capsys.readouterr().out)
@@ -106,9 +101,6 @@ def test_the_h200_report_says_when_compile_was_not_timed(tmp_path, capsys):
 def test_the_h200_report_keeps_a_seeds_latest_judgement_and_lists_the_best_kernels(tmp_path, capsys):
     """A seed judged twice (a second table appended to a results file) counts once, by its latest judgement; every
     tasks/<name>/best/cuda.md gives a row of the searched-kernels section, with its recorded numbers."""
-    spec = importlib.util.spec_from_file_location("h200_report", ROOT / "experiments" / "h200_report.py")
-    h200 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(h200)
     ev = evaluation(True)
     seeds_table.main([str(log(tmp_path, ev))])
     first = capsys.readouterr().out

@@ -52,7 +52,8 @@ INDEPENDENT = {
     "mnist_pool_fwd": lambda x, **_: torch.nn.MaxPool2d(2)(x),
     "mnist_pool_bwd": lambda grad_out, x, **_: _grads(torch.nn.MaxPool2d(2), grad_out, x),
     "mnist_conv_relu_pool_fwd": lambda x, weight, bias, **_: _conv_relu_pool(weight, bias)(x).detach(),
-    "mnist_conv_relu_pool_bwd": lambda grad_out, x, weight, bias, **_: _grads(_conv_relu_pool(weight, bias), grad_out, x),
+    "mnist_conv_relu_pool_bwd": lambda grad_out, x, weight, bias, **_: _grads(_conv_relu_pool(weight, bias),
+                                                                             grad_out, x),
 }
 
 

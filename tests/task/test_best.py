@@ -12,7 +12,7 @@ import pytest
 
 from kevolve.record.store import Store
 from kevolve.task import TaskError, list_tasks, load_task
-from kevolve.task import spec
+from kevolve.config import tasks as shipped
 from kevolve.report.best import PromotionError, numbers, promote, recorded_speedup
 from kevolve.cli.tasks import main
 
@@ -70,7 +70,7 @@ def test_numbers_of_notes_without_front_matter_are_empty(tmp_path):
 
 def test_cli_list_shows_best_kernels_with_their_speedup(tmp_path, monkeypatch, capsys):
     task_copy(tmp_path, {"cpu.cpp": seed_source(), "cpu.md": NOTES})
-    monkeypatch.setattr(spec, "TASKS_DIR", tmp_path)          # tasks/ is tmp_path: its one task has a best
+    monkeypatch.setattr(shipped, "TASKS_DIR", tmp_path)          # tasks/ is tmp_path: its one task has a best
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     header, line = out.splitlines()[0], next(ln for ln in out.splitlines() if ln.startswith("search_task "))

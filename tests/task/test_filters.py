@@ -9,7 +9,8 @@ import torch
 
 from kevolve.task import filters
 from kevolve.cli.tasks import main
-from kevolve.task.spec import list_tasks, load_task
+from kevolve.config.tasks import list_tasks
+from kevolve.task.load import load_task
 
 CHEAP = tuple(f for f in filters.FILTERS if f != "compile")
 
@@ -64,7 +65,8 @@ def planted(tmp_path, name: str, expr: str = HONEST, x_init: str = "normal", y_i
             inits: str = "[random]", extra: str = "", baseline: str | None = None):
     folder = tmp_path / name
     folder.mkdir()
-    (folder / "task.yaml").write_text(TASK_YAML.format(name=name, x_init=x_init, y_init=y_init, inits=inits, extra=extra))
+    (folder / "task.yaml").write_text(TASK_YAML.format(name=name, x_init=x_init, y_init=y_init, inits=inits,
+                                                       extra=extra))
     (folder / "reference.py").write_text(REFERENCE_PY.format(expr=expr, baseline=baseline or expr))
     return load_task(folder)
 
@@ -252,7 +254,7 @@ def test_an_input_accepted_as_unused_only_where_its_condition_holds(tmp_path):
     ignored it would be caught, so dropping the condition there is what input_impact must flag."""
     import shutil
     import yaml
-    from kevolve.task.filters import unused_inputs
+    from kevolve.task.unused import unused_inputs
     t = load_task("resnet_block_fwd")
     assert unused_inputs(t)["downsample_weight"].holds({"C": 16, "K": 16, "STRIDE": 1})
     assert not unused_inputs(t)["downsample_weight"].holds({"C": 16, "K": 32, "STRIDE": 1})

@@ -17,7 +17,7 @@ from kevolve.cli.tasks import main
 from kevolve.task.kernelbench import SMALL_ELEMENTS, analyse, task_name
 from kevolve.task.kernelbench_folder import import_file
 from kevolve.task.problem import ProblemError
-from kevolve.task.spec import load_task
+from kevolve.task.load import load_task
 
 HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
 
@@ -187,7 +187,8 @@ def one_thread():
 
 
 # ---------------------------------------------------------------- what a problem becomes
-@pytest.mark.parametrize("text", [SCALED_TANH, LINEAR, POOL, BATCHNORM, LOSS], ids=["tanh", "linear", "pool", "batchnorm", "loss"])
+@pytest.mark.parametrize("text", [SCALED_TANH, LINEAR, POOL, BATCHNORM, LOSS],
+                         ids=["tanh", "linear", "pool", "batchnorm", "loss"])
 def test_imported_reference_is_model_forward_exactly(tmp_path, text):
     task = load_task(import_file(problem_file(tmp_path, text), tmp_path / "tasks"))
     case = task.configs("bench")[0]
@@ -315,16 +316,20 @@ def test_drawn_inputs_need_a_draw_inputs_that_gives_the_declared_tensors(tmp_pat
 REFUSED = {
     "dropout": (SCALED_TANH.replace("return torch.tanh(x) * self.scale", "return F.dropout(x, 0.5, training=True)"),
                 "not deterministic|different outputs"),
-    "in_place": (SCALED_TANH.replace("return torch.tanh(x) * self.scale", "return x.tanh_()"), "changes its input x in place"),
+    "in_place": (SCALED_TANH.replace("return torch.tanh(x) * self.scale", "return x.tanh_()"), "changes its input x "
+                                                                                               "in place"),
     "not_a_tensor_out": (SCALED_TANH.replace("return torch.tanh(x) * self.scale", "return float(x.sum())"),
                          "returns float"),
-    "half": (SCALED_TANH.replace("torch.randn(batch_size, features)", "torch.randn(batch_size, features, dtype=torch.float16)"),
+    "half": (SCALED_TANH.replace("torch.randn(batch_size, features)", "torch.randn(batch_size, features, "
+                                                                      "dtype=torch.float16)"),
              "float16"),
-    "int_input": (SCALED_TANH.replace("return [torch.randn(batch_size, features)]", "return [torch.randn(batch_size, features), 3]"),
+    "int_input": (SCALED_TANH.replace("return [torch.randn(batch_size, features)]",
+                                      "return [torch.randn(batch_size, features), 3]"),
                   "not a tensor"),
     "no_init_inputs": (SCALED_TANH.replace("def get_init_inputs():", "def get_init_args():"), "get_init_inputs"),
     "name_clash": (SCALED_TANH.replace("scale = 1.5\n", "scale = 1.5\nout = 2\n"), "used twice"),
-    "data_dependent": (SCALED_TANH.replace("return torch.tanh(x) * self.scale", "return x[x > 0]"), "depend on the data"),
+    "data_dependent": (SCALED_TANH.replace("return torch.tanh(x) * self.scale", "return x[x > 0]"), "depend on the "
+                                                                                                    "data"),
     "syntax": ("def broken(:\n", "does not parse"),
 }
 

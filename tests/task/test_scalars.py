@@ -74,7 +74,8 @@ def test_a_float_scalar_widens_an_int_and_a_hand_made_case_takes_the_defaults(tm
 
 @pytest.mark.parametrize("config, scalars, message", [
     ({"B": 2, "N": 64, "epsilon": 1.0e-3}, None, r"unknown key 'epsilon'"),
-    ({"B": 2, "N": 64, "eps": "1e-6"}, None, r"eps is a float scalar, got '1e-6' \(YAML reads 1e-6 as a string: write 1\.0e-6\)"),
+    ({"B": 2, "N": 64, "eps": "1e-6"}, None, r"eps is a float scalar, got '1e-6' \(YAML reads 1e-6 as a string: "
+                                              r"write 1\.0e-6\)"),
     ({"B": 2, "N": 64, "eps": True}, None, r"eps is a float scalar, got True"),
     ({"B": 2, "N": 64, "eps": float("nan")}, None, r"eps is a float scalar, got nan"),
     ({"B": 2, "eps": 1.0e-3}, None, r"sizes must be exactly \['B', 'N'\] \(missing \['N'\]\)"),
@@ -185,6 +186,7 @@ def test_a_resnet_block_that_hard_codes_eps_fails_on_the_small_set():
         refs = t.call_reference(inputs, c)
         args = [inputs[s.name] for s in t.inputs]
         for eps in values - caught:
-            if eps != t.scalar_values(c)["eps"] and worst_ratio(t, _listed(t.reference(*args, **c.size_dict, eps=eps)), refs) > 1:
+            if (eps != t.scalar_values(c)["eps"]
+                    and worst_ratio(t, _listed(t.reference(*args, **c.size_dict, eps=eps)), refs) > 1):
                 caught.add(eps)
     assert caught == values, f"a kernel hard-coding eps={sorted(values - caught)} passes resnet_block_fwd/small"

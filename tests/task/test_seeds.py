@@ -6,7 +6,8 @@ defaults; the harness accepts each: tests/judge/test_clock.py); every CUDA seed 
 knob value (`slow`, skipped without nvcc) and computes the right answer under a CPU emulator of CUDA (at its
 defaults, warps forward; reversed and every knob value `slow`). A task's best/ kernels (kevolve.report.best) keep
 the same contract: the static rules (tests/judge/test_rules.py), a CPU one correct on the whole small set, a CUDA one
-compiled by nvcc, each with the numbers its .md records (the shipped ones are CUDA: on the GPU, tests/judge/test_gpu.py judges each).
+compiled by nvcc, each with the numbers its .md records (the shipped ones are CUDA: on the GPU, tests/judge/test_gpu.py
+judges each).
 
 The emulator (below) runs each CUDA thread of a block as a fiber: `__syncthreads` and the warp shuffles are
 barriers that switch fibers, warps run one at a time as far as they can (forward, then in reverse order),
@@ -39,7 +40,8 @@ import mnist_tables
 
 TASKS = list_tasks()
 KEYS = {"cpu": ("cpu", "c"), "cuda": ("cuda", "c"), "torch-cuda": ("cuda", "torch"), "torch-cpu": ("cpu", "torch")}
-ONE_SEED = mnist_tables.TASKS | big_tables.TASKS   # one plain seed per target (robust-kbench's mnist_* tasks, issue 13's GEMM and convolution tasks)
+# one plain seed per target (robust-kbench's mnist_* tasks, issue 13's GEMM and convolution tasks)
+ONE_SEED = mnist_tables.TASKS | big_tables.TASKS
 PAD = 64                # guard elements on each side of every buffer (a multiple of 4: keeps 16-byte alignment)
 torch.set_num_threads(2)
 
@@ -81,7 +83,8 @@ def swept(v, id_: str | None = None):
     knobs, ~20 s each under the emulator) runs only with KEVOLVE_SWEEP=1, to keep CI's default run short."""
     name, fname, knob, _ = v
     later = fname in task(name).seeds.get("cuda", ())[2:]
-    marks = [pytest.mark.skipif(not SWEEP, reason="knob sweep of a further seed: set KEVOLVE_SWEEP=1")] if knob and later else []
+    skip = pytest.mark.skipif(not SWEEP, reason="knob sweep of a further seed: set KEVOLVE_SWEEP=1")
+    marks = [skip] if knob and later else []
     return pytest.param(v, marks=marks, id=id_ or variant_id(v))
 
 

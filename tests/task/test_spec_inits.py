@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from kevolve.task.spec import _draw
+from kevolve.task.inits import draw
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -14,7 +14,7 @@ def _gen(seed: int = 0) -> torch.Generator:
 
 
 def test_kaiming_uniform_matches_torch_default_bound_from_a_size_expression():
-    w = _draw("kaiming_uniform(C * K * K)", (4000, 50), "float32", {"C": 3, "K": 5}, _gen(), "cpu")
+    w = draw("kaiming_uniform(C * K * K)", (4000, 50), "float32", {"C": 3, "K": 5}, _gen(), "cpu")
     bound = 1 / math.sqrt(75)
     assert float(w.abs().max()) <= bound
     assert float(w.abs().max()) > 0.99 * bound            # uniform over the whole interval
@@ -24,7 +24,7 @@ def test_kaiming_uniform_matches_torch_default_bound_from_a_size_expression():
 
 
 def test_xavier_normal_has_torch_std():
-    w = _draw("xavier_normal(N, M)", (2000, 300), "float32", {"N": 300, "M": 2000}, _gen(1), "cpu")
+    w = draw("xavier_normal(N, M)", (2000, 300), "float32", {"N": 300, "M": 2000}, _gen(1), "cpu")
     assert abs(float(w.std()) - math.sqrt(2 / 2300)) < 0.01 * math.sqrt(2 / 2300)
     assert abs(float(w.mean())) < 1e-3
 
@@ -32,8 +32,8 @@ def test_xavier_normal_has_torch_std():
 def test_round_puts_any_initialiser_on_a_power_of_two_grid():
     """round(2**-k, INIT): INIT's draw (the same generator stream) rounded to multiples of 2**-k."""
     sizes = {"N": 300}
-    w = _draw("round(2**-10, kaiming_uniform(N))", (2000, 300), "float32", sizes, _gen(2), "cpu")
-    plain = _draw("kaiming_uniform(N)", (2000, 300), "float32", sizes, _gen(2), "cpu")
+    w = draw("round(2**-10, kaiming_uniform(N))", (2000, 300), "float32", sizes, _gen(2), "cpu")
+    plain = draw("kaiming_uniform(N)", (2000, 300), "float32", sizes, _gen(2), "cpu")
     assert w.dtype == torch.float32
     assert torch.equal(w * 2**10, torch.round(w * 2**10))                 # on the grid
     assert float((w - plain).abs().max()) <= 2**-11                       # the nearest grid point
@@ -41,7 +41,7 @@ def test_round_puts_any_initialiser_on_a_power_of_two_grid():
 
 
 def test_round_is_validated_when_a_task_loads():
-    from kevolve.task.spec import valid_init
+    from kevolve.task.inits import valid_init
     assert valid_init("round(2**-4, normal)") and valid_init("round(2**3, normal(0, 2))")
     assert not valid_init("round(0.1, normal)") and not valid_init("round(2**-4, gaussian)")
 
@@ -51,7 +51,8 @@ def test_a_configuration_may_list_its_own_init_sets_in_place_of_the_shape_sets()
     an init set the task does not define is refused, naming the configuration."""
     import pytest
     import yaml
-    from kevolve.task.spec import TaskError, _parse, load_task
+    from kevolve.task.spec import TaskError
+    from kevolve.task.load import _parse, load_task
     t = load_task("layernorm_fwd")
     by_shape: dict = {}
     for c in t.configs("bench"):

@@ -381,7 +381,8 @@ def run_c_kernel(t: Task, lib_path: str) -> list[str]:
     for c in t.configs("small"):
         sizes = c.size_dict
         inputs = t.make_inputs(c, "cpu")
-        outputs = {s.name: torch.full(t.shape(s, sizes), float("nan"), dtype=getattr(torch, s.dtype)) for s in t.outputs}
+        outputs = {s.name: torch.full(t.shape(s, sizes), float("nan"), dtype=getattr(torch, s.dtype))
+                   for s in t.outputs}
         workspace = torch.full((t.workspace(sizes),), 0xFF, dtype=torch.uint8)     # all bytes 0xFF: NaN floats
         rc = kernel(inputs, outputs, sizes, workspace, scalars=t.scalar_values(c))
         if rc != 0:

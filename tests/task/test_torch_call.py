@@ -211,7 +211,8 @@ def test_a_wrong_return_is_refused_naming_the_output(fn, message):
     inputs = t.make_inputs(c, "cpu")
     outputs = {"out": torch.empty(t.shape(t.outputs[0], c.size_dict))}
     with pytest.raises(ValueError) as e:
-        TorchKernel(SimpleNamespace(forward=fn), t)(inputs, outputs, c.size_dict, torch.empty(0), scalars=t.scalar_values(c), case=c)
+        TorchKernel(SimpleNamespace(forward=fn), t)(inputs, outputs, c.size_dict, torch.empty(0),
+                                                    scalars=t.scalar_values(c), case=c)
     assert str(e.value) == message
 
 
@@ -272,13 +273,15 @@ def _copy(t: Task, tmp_path, drop_torch_abi: bool = False, **change) -> str:
     ({"views": {"x": ["B", "*normal_shape"]}}, "torch_abi.views.x: '*normal_shape' splices no declared dims tuple"),
     ({"views": {"y": ["B", "N"]}}, "torch_abi.views: 'y' is no input or output"),
     ({"views": {"x": ["B", "N", "2"]}},
-     "shape set bench, B=16,(64,256,256): the view of x is [16, 4194304, 2] (134217728 elements) but x is [16, 4194304]"),
+     "shape set bench, B=16,(64,256,256): the view of x is [16, 4194304, 2] (134217728 elements) but x is [16, "
+     "4194304]"),
     ({"returns": ["grad_x", "grad_weight"]}, "torch_abi.returns must list every output once"),
     ({"small": [{"B": 2, "N": 4096, "normalized_shape": [64, 32]}, {"B": 2, "N": 4096, "normalized_shape": [32, 64]}]},
      "configurations share an id (B=2,N=4096/"),
     ({"small": [{"B": 2, "N": 4096, "normalized_shape": [64, 63]}]},
      "shape set small, B=2,N=4096: the view of grad_out is [2, 64, 63] (8064 elements)"),
-    ({"small": [{"B": 2, "N": 4096, "rows": [2]}]}, "unknown key 'rows' (sizes: ['B', 'N'], scalars: ['eps'], torch_abi dims: ['normalized_shape']"),
+    ({"small": [{"B": 2, "N": 4096, "rows": [2]}]}, "unknown key 'rows' (sizes: ['B', 'N'], scalars: ['eps'], "
+                                                    "torch_abi dims: ['normalized_shape']"),
 ])
 def test_a_malformed_declaration_is_refused_naming_the_field(tmp_path, change, message):
     with pytest.raises(TaskError) as e:

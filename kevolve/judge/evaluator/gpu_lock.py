@@ -31,9 +31,11 @@ import threading
 import time
 from pathlib import Path
 
+from kevolve.config import env
+
 
 def folder() -> Path:
-    return Path(os.environ.get("KEVOLVE_GPU_LOCKS") or Path(tempfile.gettempdir()) / "kevolve-gpu-locks")
+    return Path(env.gpu_locks() or Path(tempfile.gettempdir()) / "kevolve-gpu-locks")
 
 
 class DeviceLock:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import os
 import sys
 import time
 
+from kevolve.config import env
 from kevolve.judge.evaluator.gpu_lock import DeviceLock
 
 
@@ -36,7 +36,7 @@ class Phases:
 
     def __init__(self, trace: bool | None = None):
         self.seconds: dict[str, float] = collections.defaultdict(float)
-        self.trace = bool(os.environ.get("KEVOLVE_TRACE")) if trace is None else trace
+        self.trace = env.trace() if trace is None else trace
         self.gpu: DeviceLock | None = None
         self.work: dict[str, int] = collections.defaultdict(int)
         self.open: list[tuple[str, str, float]] = []          # phases entered and not yet left (`snapshot`)

@@ -45,7 +45,7 @@ class Worker:
         as it long did, so its threads predate Landlock (seccomp still covers them)."""
         import torch
         from kevolve.task.precision import set_strict_float32
-        from kevolve.task.spec import load_task
+        from kevolve.task.load import load_task
         set_strict_float32()                        # torch's baselines in IEEE float32, as the task filters compute them
         self.target, self.abi, self.exchange = target, abi, Path(exchange)
         self.device = "cuda" if target == "cuda" else "cpu"

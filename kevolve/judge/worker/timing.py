@@ -32,6 +32,7 @@ import os
 import time
 from typing import Callable
 
+from kevolve.config import env
 from kevolve.judge.options import CPU_FLUSH
 
 _FLUSH: dict[str, object] = {}
@@ -54,8 +55,8 @@ def flush_buffer(device: str):
 def _llc_bytes() -> int:
     """The host's last-level cache in bytes, from sysfs; `KEVOLVE_LLC_BYTES` overrides it (to show what a host
     with another cache would cost: only the `llc` flush reads it)."""
-    if os.environ.get("KEVOLVE_LLC_BYTES"):
-        return int(os.environ["KEVOLVE_LLC_BYTES"])
+    if env.llc_bytes():
+        return int(env.llc_bytes() or 0)
     best = 0
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:

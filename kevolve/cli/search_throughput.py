@@ -1,9 +1,9 @@
 """A knob search's throughput, from its store: candidates judged per minute of search, how busy the evaluators were,
 how much was built and how fast the first verdict came.
 
-    python experiments/search_throughput.py TASK [TASK ...] [--target cuda] [--seconds 95] [--out DIR]
+    python -m kevolve.tasks search-throughput TASK [TASK ...] [--target cuda] [--seconds 95] [--out DIR]
                                             [--set KEY=VALUE ...] [--confirm] [--warm]
-    python experiments/search_throughput.py --runs RUN_DIR [RUN_DIR ...]        (the table of runs made before)
+    python -m kevolve.tasks search-throughput --runs RUN_DIR [RUN_DIR ...]        (the table of runs made before)
 
 For each task, one `python -m kevolve task=TASK resources.target=TARGET search.wall_time_s=SECONDS
 search.candidates=100000 run_dir=...` with the given overrides (no LLM: knob mutation only), its output in
@@ -38,10 +38,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from kevolve import ROOT
+
 from kevolve.report.tables import table
 from kevolve.record.store import Store, StoreError
 
-ROOT = Path(__file__).resolve().parent.parent
 
 HEADERS = ["task", "cand", "search s", "per min", "busy", "cmp", "busy after 1st", "1st verdict s", "build s",
            "at once", "most in flight", "most building", "stopped"]
@@ -86,7 +87,8 @@ def most(log: Path | None, pattern: str) -> int | None:
 
 
 def row(m: dict) -> list:
-    pct = lambda x: f"{100 * x:.0f}%"
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f}%"
     return [m["task"], m["cand"], f"{m['search s']:.0f}", f"{m['per min']:.1f}", pct(m["busy"]), pct(m["cmp"]),
             pct(m["busy after 1st"]), "-" if m["1st verdict s"] is None else f"{m['1st verdict s']:.0f}",
             f"{m['build s']:.0f}", f"{m['at once']:.1f}", *("-" if m[k] is None else m[k] for k in
@@ -137,8 +139,8 @@ def confirming(log: Path) -> bool:
     return "confirming the best" in text and "\nrun dir: " not in text
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kevolve.tasks search-throughput", description=__doc__.split("\n")[0])
     ap.add_argument("tasks", nargs="*")
     ap.add_argument("--target", default=None, help="cpu | cuda (default: the search's own default)")
     ap.add_argument("--seconds", type=float, default=95.0, help="search.wall_time_s of each search")
@@ -147,7 +149,7 @@ def main() -> None:
     ap.add_argument("--confirm", action="store_true", help="let each search judge its best again at its end")
     ap.add_argument("--warm", action="store_true", help="use the node's build cache (default: a fresh one)")
     ap.add_argument("--runs", type=Path, nargs="*", default=[], help="tabulate these run dirs instead")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="kevolve-throughput-"))
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="kevolve-throughput-runs-"))     # run dirs and caches: not in OUT
@@ -165,9 +167,6 @@ def main() -> None:
             rows.append([task, f"no measurement: {e}"] + [""] * (len(HEADERS) - 2))
     text = table(rows, HEADERS)
     (out / "throughput.txt").write_text(
-        f"# python experiments/search_throughput.py {' '.join(sys.argv[1:])}\n{text}\n")
+        f"# python -m kevolve.tasks search-throughput {' '.join(sys.argv[2:] if argv is None else argv)}\n{text}\n")
     print(text)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -1,6 +1,6 @@
 """Times a seed and chosen knob variants of it side by side, in one evaluator, as a search's evaluator would.
 
-    python experiments/knob_sweep.py --task layernorm_fwd --kernel tasks/layernorm_fwd/seeds/cuda_rows.cu \
+    python -m kevolve.tasks knob-sweep --task layernorm_fwd --kernel tasks/layernorm_fwd/seeds/cuda_rows.cu \
         [--target cuda] [--shapes bench] [--each GRID_PATH] [--variant "GRID_PATH=1,GRID_THREADS=256" ...] \
         [--baselines eager,compile] [--reps 50] [--budget 0.15] [--out FILE]
 
@@ -20,6 +20,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from kevolve.config import SearchConfig
 from kevolve.judge import build
 from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
@@ -27,7 +28,7 @@ from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.operators import knobs
 from kevolve.report.tables import table
 from kevolve.task import load_task
-from kevolve.task.spec import geomean
+from kevolve.task.expr import geomean
 
 
 def variants(source: str, each: list[str], given: list[str]) -> list[tuple[str, dict]]:
@@ -52,16 +53,17 @@ def variants(source: str, each: list[str], given: list[str]) -> list[tuple[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m kevolve.tasks knob-sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("--task", required=True)
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--target", default="cpu")
     ap.add_argument("--shapes", default=None)
     ap.add_argument("--each", action="append", default=[], help="one variant per other choice of this knob")
     ap.add_argument("--variant", action="append", default=[], help="NAME=VALUE[,NAME=VALUE...]")
-    ap.add_argument("--baselines", default="eager,compile")
-    ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--budget", type=float, default=0.15)
+    search = SearchConfig()                       # the search's timing effort, unless told
+    ap.add_argument("--baselines", default=",".join(search.baselines))
+    ap.add_argument("--reps", type=int, default=search.reps)
+    ap.add_argument("--budget", type=float, default=search.budget_s)
     ap.add_argument("--out", default=None, help="also write the table here")
     args = ap.parse_args(argv)
     task = load_task(args.task)
@@ -131,6 +133,3 @@ def render(todo, built, evs, title: str) -> str:
 def _us(ms: float | None) -> str:
     return "-" if ms is None else f"{ms * 1e3:.1f}us"
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,19 +1,21 @@
 """Writes one translate, one optimize and one verifier prompt for layernorm_fwd on an H200 exactly as the model sees
 them, into experiments/prompts/. The optimize prompt's parent is the split CUDA seed with its H200 device times
 (graph clock) from experiments/results/bench_clock.h200.txt, held-out rows included (the prompt must not show
-those). Usage, from the repository root: PYTHONPATH=. python experiments/render_prompts.py"""
+those). Usage: python -m kevolve.tasks render-prompts"""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from kevolve import ROOT
 from kevolve.judge.results import Evaluation, Measurement, Stats
 from kevolve.messages import Candidate, Proposal
 from kevolve.operators import verifiers
 from kevolve.operators.compose import Request, messages
 from kevolve.operators.context import Context
-from kevolve.task.spec import load_task
+from kevolve.task.load import load_task
 
-HERE = Path(__file__).resolve().parent
+HERE = ROOT / "experiments"                 # the prompts go to experiments/prompts/, the times come from results/
 def measured(task, path: Path) -> Evaluation:
     """layernorm_fwd's rows of bench_clock's table read back into an Evaluation: the graph clock's eager,
     compile and kernel µs per call as medians (the configurations that table holds, by label: tables written
@@ -41,7 +43,10 @@ def write(name: str, msgs: list[dict]) -> None:
     print(f"experiments/prompts/{name}: {sum(len(m['content']) for m in msgs)} characters")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    if argv:
+        print("usage: python -m kevolve.tasks render-prompts (no arguments)", file=sys.stderr)
+        return 2
     task = load_task("layernorm_fwd")
     ctx = Context(task, "cuda", "NVIDIA H200, sm_90a", "bench")
     seed = Candidate(id="seed", source=(task.dir / "seeds" / "cuda_split.cu").read_text(), operator="seed")
@@ -51,7 +56,4 @@ def main() -> None:
     write("optimize.layernorm_fwd.h200.md",
           messages(ctx, Request("optimize", Proposal(0, seed, "optimize"), {seed.id: ev})))
     write("verify_memory.layernorm_fwd.h200.md", verifiers.messages(ctx, "memory", seed.source))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

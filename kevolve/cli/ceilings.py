@@ -1,7 +1,7 @@
 """How far a task's best kernel could still go against torch.compile, per configuration: the speedup it has now and
-the ceiling a kernel at the memory floor would reach (issue 14: "where a goal is out of reach, say by how much").
+the ceiling a kernel at the memory floor would reach: where a goal is out of reach, by how much.
 
-    python experiments/ceilings.py [TASK ...]        (default: every task with a tasks/<name>/best/cuda.md)
+    python -m kevolve.tasks ceilings [TASK ...]        (default: every task with a tasks/<name>/best/cuda.md)
 
 From each `tasks/<name>/best/cuda.md` (its per-configuration table: the kernel's, eager's and torch.compile's
 device times and the fraction of the floor, from the search's final judgement) it prints, per configuration: the
@@ -13,10 +13,10 @@ geomeans of both. Reads files only; times nothing.
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from kevolve import ROOT
+
 LAUNCH_US = 2.5
 
 
@@ -52,10 +52,10 @@ def report(name: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(argv):
+        print(__doc__.strip())
+        return 0
     names = argv or sorted(p.parent.parent.name for p in (ROOT / "tasks").glob("*/best/cuda.md"))
     print("\n\n".join(report(n) for n in names))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

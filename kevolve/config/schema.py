@@ -1,35 +1,22 @@
-"""Typed configuration: the schema Hydra's YAML is checked against, and nothing below the entry point reads YAML.
+"""The typed configuration schema: every field of a search, its default and its meaning, in dataclasses.
 
-`conf/config.yaml` and its groups (task/, llm/, search/, resources/, logger/, experiment/) compose into a
-`DictConfig`; `from_hydra(cfg)` merges it onto these dataclasses (OmegaConf checks types and unknown keys)
-and `validate` checks ranges and choices. Any bad value fails at start with `ConfigError` naming the field,
-what it got and what it accepts — before Ray starts or anything is built.
-
-Tasks are data: the `task` group has one option per folder of tasks/ (`register_tasks`, run on import), so a new
-task folder needs no file under conf/task/; a task folder elsewhere is `task.name=<path>` (or `task=<path>`,
-which `kevolve.cli.search` rewrites to it).
+This module is the one place a default lives: it is the base conf/config.yaml composes onto (`kevolve_schema`,
+installed by `kevolve.config.hydra`), and a YAML file of conf/ states only what its option changes
+(tests/config/test_defaults.py fails on a default stated twice). It imports nothing but the standard library and
+the LLM's own schema (`kevolve.llm.config`), reads no environment and touches no file: no side effects on import.
+`kevolve.config.load` merges Hydra's YAML onto it and checks ranges and choices; `kevolve.config.hydra` installs
+what Hydra's composition needs (resolvers, the task group's options).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
-from kevolve.judge.options import COMPILED_CHECKS, CPU_FLUSH
 from kevolve.llm.config import LLMConfig
-from kevolve.llm.config import validate as validate_llm
 
 
 class ConfigError(ValueError):
-    pass
-
-
-# conf/config.yaml names run directories after the task; a task given as a folder path by its last part
-OmegaConf.register_new_resolver("basename", lambda p: Path(str(p)).name, replace=True)
+    """A configuration value kevolve cannot run with; the message names the field, what it got and what it accepts."""
 
 
 @dataclass
@@ -38,21 +25,6 @@ class TaskConfig:
     shapes: Optional[str] = None         # shape set; None: bench on cuda, small on cpu
 
 
-def register_tasks() -> None:
-    """Makes `task=<name>` an option of Hydra's `task` group for every folder of tasks/ ({name, shapes: null}),
-    unless conf/task/<name>.yaml exists (that file is the option then). Idempotent."""
-    from hydra.core.config_store import ConfigStore
-
-    from kevolve import ROOT
-    from kevolve.task.spec import list_tasks
-    store = ConfigStore.instance()
-    for name in list_tasks():
-        if not (ROOT / "conf" / "task" / f"{name}.yaml").exists():
-            store.store(group="task", name=name, node=TaskConfig(name=name))
-
-
-register_tasks()
-
 
 OPERATORS = ("knob", "translate", "optimize", "crossover", "repair", "meta", "red_team")
 LLM_OPERATORS = OPERATORS[1:]
@@ -60,6 +32,10 @@ CHOICES = ("weights", "ucb1", "thompson")
 SEEDS = ("all", "listed", "best")
 VERIFIERS = ("compile", "memory", "numerics")
 MODES = ("evolve", "best_of_n")
+TARGETS = ("cpu", "cuda")
+BASELINES = ("eager", "compile", "compile-max-autotune")   # compile-max-autotune: mode max-autotune-no-cudagraphs
+COMPILED_CHECKS = ("auto", "on", "off")
+CPU_FLUSH = ("lines", "llc")       # judge/worker/timing.py CpuClock
 
 
 @dataclass
@@ -117,7 +93,7 @@ class PopulationConfig:
         """The weights once resolved (kevolve/search/llm_defaults.py); raises when one is still null."""
         if any(w is None for w in self.operators.values()):
             raise ValueError("operator weights not resolved: kevolve.search.llm_defaults.resolve fills the nulls")
-        return {op: float(w) for op, w in self.operators.items()}
+        return {op: float(w or 0.0) for op, w in self.operators.items()}
 
 
 @dataclass
@@ -126,7 +102,8 @@ class VerifiersConfig:
     passed the static rules and predict, without compiling it, whether it fails a check.
 
     checks:         which verifiers run: any of compile, memory, numerics ([] = none; each is one LLM call per
-                    candidate); null (the default): all three with an LLM, none without (kevolve/search/llm_defaults.py).
+                    candidate); null (the default): all three with an LLM, none without
+                    (kevolve/search/llm_defaults.py).
     mode:           shadow (record verdicts, build and judge everything) | filter (drop rejected candidates).
     aggregation:    any | majority | all: how the verdicts of the verifiers that may reject combine.
     audit_share:    filter mode: this fraction of rejected candidates is built and judged anyway (0–1), so false
@@ -201,7 +178,8 @@ class ResourcesConfig:
                                          # them (checks overlap, timed rounds take turns: judge/evaluator/gpu_lock.py)
     builders: Optional[int] = None       # builds in flight at most; None: CPUs left after evaluators (at least 1)
     cpus_per_evaluator: float = 1.0
-    worker_threads: Optional[int] = None # CPU target: threads torch and the kernel get, each worker pinned to that many claimed CPUs (None: all cores)
+    # CPU target: threads torch and the kernel get, each worker pinned to that many claimed CPUs (None: all cores)
+    worker_threads: Optional[int] = None
     num_cpus: Optional[int] = None       # local Ray only: CPUs to give it (None: all)
     reference_cache_gb: Optional[float] = None   # per evaluator, float64 references kept (None: 2 on cpu; on cuda a
                                                  # quarter of the GPU's memory times the evaluator's share of it)
@@ -215,7 +193,8 @@ class ResourcesConfig:
                                          # torch.compile (judge/evaluator/fused.py): auto (on cuda) | on | off
     strict_cuda: bool = False            # cuda: the driver started after Landlock, no new threads after the seal, a
                                          # refused attempt a rejection; off until the gpu tests pass with it on an H200
-    cpu_flush: str = "lines"             # cpu: how a timed call is made cold (judge/worker/timing.py CpuClock): lines (its
+    # cpu: how a timed call is made cold (judge/worker/timing.py CpuClock): lines (its
+    cpu_flush: str = "lines"
                                          # own buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten)
 
 
@@ -258,87 +237,3 @@ class Config:
     run_dir: Optional[str] = None        # where this run writes (Hydra's run dir by default)
     progress: bool = True                # the live progress line
 
-
-def from_hydra(cfg: DictConfig | dict) -> Config:
-    """Merges composed YAML onto the schema; raises ConfigError naming the offending field."""
-    raw = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
-        config = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as e:
-        if isinstance(e.__cause__, ConfigError):      # a schema's own check (__post_init__) names its field
-            raise e.__cause__ from None
-        key = getattr(e, "full_key", None) or ""
-        msg = str(e).splitlines()[0]
-        raise ConfigError(f"config field {key!r}: {msg}") from None
-    validate(config)
-    return config
-
-
-def validate(c: Config) -> None:
-    def need(ok: bool, key: str, got: Any, accepts: str) -> None:
-        if not ok:
-            raise ConfigError(f"config field {key!r}: got {got!r}; expected {accepts}")
-
-    from kevolve.task.spec import list_tasks
-    need(c.task.name in list_tasks() or (Path(c.task.name) / "task.yaml").is_file(), "task.name", c.task.name,
-         f"one of {list_tasks()} or the path of a folder holding task.yaml")
-    need(c.resources.target in (None, "cpu", "cuda"), "resources.target", c.resources.target, "cpu, cuda or null")
-    s = c.search
-    for key in ("candidates", "knob_changes", "reps"):
-        need(getattr(s, key) >= 1, f"search.{key}", getattr(s, key), "an integer >= 1")
-    for key in ("wall_time_s", "timeout_s", "budget_s"):
-        need(getattr(s, key) > 0, f"search.{key}", getattr(s, key), "a number > 0")
-    need(s.dollars is None or s.dollars >= 0, "search.dollars", s.dollars, "null or a number >= 0")
-    need(s.in_flight is None or s.in_flight >= 1, "search.in_flight", s.in_flight, "null or an integer >= 1")
-    need(s.time_inits in ("first", "all"), "search.time_inits", s.time_inits, "first or all")
-    need(set(s.baselines) <= {"eager", "compile", "compile-max-autotune"}, "search.baselines", list(s.baselines),
-         "a subset of [eager, compile, compile-max-autotune]")
-    need(0.0 <= s.compare_share <= 1.0, "search.compare_share", s.compare_share, "a share between 0 and 1")
-    need(s.baseline_refresh_s is None or s.baseline_refresh_s >= 0, "search.baseline_refresh_s", s.baseline_refresh_s,
-         "null or seconds >= 0 (0: with every candidate)")
-    ops = s.population.operators
-    llm_ops = sorted(o for o, w in ops.items() if o != "knob" and w is not None and w > 0)
-    need(not (llm_ops and c.llm.provider == "none"), "search.population.operators", llm_ops,
-         "only `knob` when llm.provider is none (configure an llm=...)")
-    r = c.resources
-    need(r.evaluators is None or r.evaluators >= 1, "resources.evaluators", r.evaluators, "null or an integer >= 1")
-    need(r.builders is None or r.builders >= 1, "resources.builders", r.builders, "null or an integer >= 1")
-    for key in ("builder_resources", "evaluator_resources"):
-        need(all(v > 0 for v in getattr(r, key).values()), f"resources.{key}", dict(getattr(r, key)),
-             "custom Ray resource amounts > 0, e.g. {builder: 1}")
-    need(r.reference_cache_gb is None or r.reference_cache_gb >= 0, "resources.reference_cache_gb",
-         r.reference_cache_gb, "null or a number of GiB >= 0")
-    need(r.cpus_per_evaluator > 0, "resources.cpus_per_evaluator", r.cpus_per_evaluator, "a number > 0")
-    need(r.exchange in ("auto", "files"), "resources.exchange", r.exchange, "auto or files")
-    need(r.compiled_checks in COMPILED_CHECKS, "resources.compiled_checks", r.compiled_checks,
-         " | ".join(COMPILED_CHECKS) + " (auto: on cuda)")
-    need(r.cpu_flush in CPU_FLUSH, "resources.cpu_flush", r.cpu_flush, " | ".join(CPU_FLUSH))
-    need(r.cuda_arch is None or bool(re.fullmatch(r"\d{2,3}a?", str(r.cuda_arch))), "resources.cuda_arch",
-         r.cuda_arch, 'null or an nvcc architecture such as "90a" or "80"')
-    try:
-        validate_llm(c.llm)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    need(s.choice in CHOICES, "search.choice", s.choice, " | ".join(CHOICES))
-    need(s.seeds in SEEDS, "search.seeds", s.seeds, "all (listed seeds, then the best/ kernel) | listed | best")
-    need(s.llm_calls is None or s.llm_calls >= 1, "search.llm_calls", s.llm_calls, "null or an integer >= 1")
-    for key in ("translations", "meta_children", "strategies_shown"):
-        need(getattr(s, key) >= (0 if key != "meta_children" else 1), f"search.{key}", getattr(s, key),
-             "an integer >= 0" if key != "meta_children" else "an integer >= 1")
-    need(s.mode in MODES, "search.mode", s.mode, "evolve | best_of_n (independent samples from the seeds)")
-    v = s.verifiers
-    checks = list(v.checks or [])
-    need(set(checks) <= set(VERIFIERS) and len(set(checks)) == len(checks), "search.verifiers.checks",
-         v.checks, f"null (all three with an LLM) or distinct names among {list(VERIFIERS)}")
-    need(not (checks and c.llm.provider == "none"), "search.verifiers.checks", checks,
-         "[] or null when llm.provider is none (LLM verifiers need an llm=...)")
-    need(v.mode in ("filter", "shadow"), "search.verifiers.mode", v.mode, "filter or shadow")
-    need(v.aggregation in ("any", "majority", "all"), "search.verifiers.aggregation", v.aggregation,
-         "any, majority or all")
-    for key in ("audit_share", "precision_bar"):
-        need(0 <= getattr(v, key) <= 1, f"search.verifiers.{key}", getattr(v, key), "a number in [0, 1]")
-    need(v.min_samples >= 0, "search.verifiers.min_samples", v.min_samples, "an integer >= 0")
-    need(c.logger.kind in LOGGERS, "logger.kind", c.logger.kind, " | ".join(LOGGERS))
-    need(c.logger.mode is None or c.logger.mode in WANDB_MODES, "logger.mode", c.logger.mode,
-         f"null ($WANDB_MODE, else offline) or {' | '.join(WANDB_MODES)}")

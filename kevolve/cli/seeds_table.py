@@ -1,6 +1,6 @@
 """The compact table of experiments/gpu_seeds.sh, from the logs of `python -m kevolve.evaluate`.
 
-    python experiments/seeds_table.py OUT/seeds/TASK__SEED.txt ...
+    python -m kevolve.tasks seeds-table OUT/seeds/TASK__SEED.txt ...
 
 Each log holds the evaluation's per-configuration table (kevolve.report.tables.config_rows) and, last, the
 summary JSON. Prints, per task and seed, one row per shape (the numbers of its first initialisation; "worst
@@ -72,6 +72,9 @@ def table_rows(path: Path) -> list[list[str]]:
 
 
 def main(paths: list[str]) -> int:
+    if {"-h", "--help"} & set(paths):
+        print(__doc__.strip())
+        return 0
     if not paths:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
@@ -80,6 +83,3 @@ def main(paths: list[str]) -> int:
     print(table(rows, COLUMNS))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
