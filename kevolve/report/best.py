@@ -3,7 +3,7 @@ run, and what a search starts from with `search.seeds=all|best` (`kevolve.search
 
 `promote(run_dir)` reads the run's store read-only and takes the summary's best: the kernel the run's `finish`
 event names, confirmed by its final judgement (its last correct `confirm` event, baselines interleaved), whose
-source the run wrote to `best.cu`/`best.cpp` (`Summarising._best_path`). It writes `best/<target>.<ext>`, those
+source the run wrote to `best.cu`/`best.cpp` (`search.finish.Finish.best_path`). It writes `best/<target>.<ext>`, those
 bytes unchanged, and `best/<target>.md`: a YAML front matter of its numbers (read back by `numbers(path)`: task,
 target, speedups and their interval, device, shapes, run, dates), then the command that produced the run, the
 configuration it set beside the defaults, and the final judgement per configuration (kernel, eager and compile
