@@ -110,7 +110,7 @@ def main() -> None:
         t = {"warm": scenario(x, 0, lambda: None),
              "cold": scenario(x, 0, judge_flush),
              "last": scenario(x, 1, judge_flush),
-             "last+redraw": scenario(x, 1, lambda: (x.uniform_(), judge_flush())),
+             "last+redraw": scenario(x, 1, lambda x=x: (x.uniform_(), judge_flush())),
              "last+fix": scenario(x, 1, fixed_flush),
              "cold+fix": scenario(x, 0, fixed_flush),
              "cold+discard": scenario(x, 0, discarded_flush),

@@ -302,7 +302,8 @@ def trim_errors(log: str, work: Path | None = None) -> str:
     """The compiler's messages, with temporary paths removed and, if long, the errors kept first."""
     if work is not None:
         log = log.replace(str(work) + "/", "").replace(str(work), ".")
-    lines = [ln for ln in log.splitlines() if ln.strip() and not ln.startswith(("ninja: build stopped", "[", "FAILED:"))]
+    lines = [ln for ln in log.splitlines()
+             if ln.strip() and not ln.startswith(("ninja: build stopped", "[", "FAILED:"))]
     if sum(len(ln) + 1 for ln in lines) > MAX_ERROR_CHARS:
         errors = [i for i, ln in enumerate(lines) if re.search(r"\berror\b", ln, re.I)]
         keep = sorted({j for i in errors[:12] for j in range(max(0, i - 1), min(len(lines), i + 3))})

@@ -25,7 +25,8 @@ ENV = "KEVOLVE_CPUS"
 
 
 def claim_dir() -> Path:
-    base = Path("/dev/shm") if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK) else Path(tempfile.gettempdir())
+    base = (Path("/dev/shm") if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK)
+            else Path(tempfile.gettempdir()))
     d = base / f"kevolve-cpus-{os.getuid()}"
     d.mkdir(mode=0o700, exist_ok=True)
     return d

@@ -133,7 +133,8 @@ def read(handle, dtype, shape: tuple, device: str, folder=None):
         return open_ipc(handle, dtype, shape)
     if _own(handle, folder) is None:
         raise WorkerDied("protocol", f"the worker named an exchange file outside its folder "
-                                     f"({os.path.basename(str(handle))[:80]!r} in {os.path.dirname(str(handle))[:120]!r})")
+                                     f"({os.path.basename(str(handle))[:80]!r} "
+                                     f"in {os.path.dirname(str(handle))[:120]!r})")
     n = math.prod(shape)
     data = _read_file(handle, n * dtype.itemsize)
     flat = torch.frombuffer(data, dtype=dtype, count=n) if n else torch.empty(0, dtype=dtype)
@@ -246,8 +247,8 @@ def open_ipc(desc: dict, dtype, shape: tuple):
 def kept_open():
     """Every IPC mapping opened inside the block stays open until it ends, not only while a view of it is
     alive: a timing session's rounds export the same buffers each time, and opening and closing each one per
-    round cost more than the comparisons (0.17 ms a pair; 3,400 pairs in one layernorm_fwd judgement on an H200). A mapping is
-    keyed by the worker's allocation handle, so a new allocation at an old address is opened anew."""
+    round cost more than the comparisons (0.17 ms a pair; 3,400 pairs in one layernorm_fwd judgement on an H200). A
+    mapping is keyed by the worker's allocation handle, so a new allocation at an old address is opened anew."""
     outer = _Mapping._kept
     if outer is None:
         _Mapping._kept = {}

@@ -28,11 +28,12 @@ class Options:
     time_kernel: bool = True
     time_inits: str = "all"        # time every (shape, init), or "first": one init per shape (the search's default)
     gpu: int | None = None         # CUDA device index the evaluator owns (None: what CUDA_VISIBLE_DEVICES gives)
-    threads: int | None = None     # CPU target: threads for torch and the kernel, on as many claimed CPUs (judge/cpus.py; None: all)
+    threads: int | None = None     # CPU target: threads for torch and the kernel, on as many claimed CPUs
+                                   # (judge/cpus.py; None: all)
     exchange: str = "auto"         # how outputs reach the evaluator on cuda: auto (CUDA IPC when it works) | files
     cache_dir: str | None = None   # resources.cache_dir: where the node keeps builds and torch.compile's caches
-    compiled_checks: str = "auto"  # the evaluator's reference and comparison compiled (judge/evaluator/fused.py): auto (on
-                                   # CUDA, where an evaluator keeps them across judgements) | on | off
+    compiled_checks: str = "auto"  # the evaluator's reference and comparison compiled (judge/evaluator/fused.py): auto
+                                   # (on CUDA, where an evaluator keeps them across judgements) | on | off
     strict_cuda: bool = False      # cuda: the confinement of issue 37 in full — the driver started after Landlock, new
                                    # threads refused after the seal, a refused attempt a rejection (not a note in the
                                    # log) — off until the gpu tests pass with it on an H200 (the CPU target has it all)

@@ -94,7 +94,8 @@ class Evaluation:
     phases: dict = field(default_factory=dict, compare=False)  # seconds per judging phase (see harness.judge)
     baselines_reused: bool = False  # baseline times from this evaluator's recent judgements, not timed afresh
     log: str = field(default="", compare=False)
-    speedup_ci: tuple | None = None  # 95% bootstrap interval of `speedup` over the timed samples (judge.evaluator.noise)
+    # 95% bootstrap interval of `speedup` over the timed samples (judge.evaluator.noise)
+    speedup_ci: tuple | None = None
     work: dict = field(default_factory=dict, compare=False)  # the worker's counts: timed_calls, flushed_bytes
 
     def _geo(self, fn) -> float | None:

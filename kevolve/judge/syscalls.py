@@ -1,7 +1,7 @@
 """The worker's two seccomp programs, and the names of the system calls they refuse (x86-64).
 
-Both sides of the pipe import this (no side effects on import): the worker installs the programs (`judge.worker.confine`),
-the evaluator names what a notification says was refused (`judge.evaluator.evidence`).
+Both sides of the pipe import this (no side effects on import): the worker installs the programs
+(`judge.worker.confine`), the evaluator names what a notification says was refused (`judge.evaluator.evidence`).
 
 - `first(pid)`, installed when the worker confines itself (before torch.compile's compilers run in it): no socket
   but AF_UNIX, no connect, ptrace, process_vm_*, pidfd_*, kcmp, io_uring, bpf, perf, userfaultfd, keyrings,
@@ -17,8 +17,8 @@ the evaluator names what a notification says was refused (`judge.evaluator.evide
   which the Linux kernel otherwise forbids while it exists); `paths` notifies the calls that name a file (open, openat,
   openat2, creat, truncate, mkdir, unlink, rename, link, symlink and their *at forms) for the evaluator to look
   at. Every refusal here is also `SECCOMP_RET_USER_NOTIF`: with filters stacked, the newest that returns the
-  action of highest precedence decides, so the seal's listener — held by the evaluator, `judge.evaluator.evidence` — is told
-  of every refused call after the kernel loads, and answers it (EPERM; a file call it finds allowed goes on,
+  action of highest precedence decides, so the seal's listener — held by the evaluator, `judge.evaluator.evidence` — is
+  told of every refused call after the kernel loads, and answers it (EPERM; a file call it finds allowed goes on,
   Landlock deciding). With no listener (or once it is closed) the kernel answers ENOSYS: a refusal never depends
   on the listener being there.
 - A system call of another architecture (int 0x80) kills the process (`SECCOMP_RET_KILL_PROCESS`: SIGSYS, which

@@ -4,7 +4,8 @@ Guarantees: the configuration is validated first; every key a configured model n
 missing one stops with `LLMConfigError` naming the variable — before any call, so a run fails at start, not an
 hour in; models that share a provider and endpoint share one client and one concurrency limit, and with a `run_dir` that
 limit holds over every process that makes this run's provider (kevolve/llm/slots.py: the search's Mutator and
-Verifier); in replay mode no key is read and no client is made. Not done here: any network request (clients connect on first use).
+Verifier); in replay mode no key is read and no client is made. Not done here: any network request (clients connect on
+first use).
 """
 from __future__ import annotations
 

@@ -99,7 +99,8 @@ class GeminiAdapter:
 def _completion(r: types.GenerateContentResponse) -> Completion:
     usage = r.usage_metadata
     tokens_in = int(getattr(usage, "prompt_token_count", 0) or 0)
-    tokens_out = int(getattr(usage, "candidates_token_count", 0) or 0) + int(getattr(usage, "thoughts_token_count", 0) or 0)
+    tokens_out = (int(getattr(usage, "candidates_token_count", 0) or 0)
+                  + int(getattr(usage, "thoughts_token_count", 0) or 0))
     if not r.candidates:
         block = getattr(getattr(r, "prompt_feedback", None), "block_reason", None)
         reason = f"blocked: {getattr(block, 'value', block)}" if block else "no candidates"

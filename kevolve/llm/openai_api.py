@@ -34,7 +34,8 @@ class OpenAIAdapter:
         return f"OpenAIAdapter({self.name!r}, base_url={self.base_url!r})"
 
     def send(self, messages: tuple[Message, ...], model: str, params: Mapping[str, Any]) -> Completion:
-        kwargs: dict[str, Any] = {"model": model, "messages": [{"role": m.role, "content": m.content} for m in messages]}
+        kwargs: dict[str, Any] = {"model": model,
+                                  "messages": [{"role": m.role, "content": m.content} for m in messages]}
         cap = "max_completion_tokens" if self.name == "openai" else "max_tokens"
         kwargs[cap] = params["max_output_tokens"]
         for key in ("temperature", "reasoning_effort"):

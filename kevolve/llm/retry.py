@@ -2,9 +2,9 @@
 
 A request that fails transiently — HTTP 408, 409, 429, any 5xx, a timeout, a broken connection — is retried up to
 `max_retries` times after a back-off: base × 2^retry, capped, with "equal jitter" (between half and all of it),
-or the service's Retry-After when that is longer (up to 10 minutes). Anything else (400, 401, 403, 404, …) fails at once. When the
-retries run out, or at once for a permanent failure, `LLMError` says what happened, with `retryable`, `status`
-and `attempts`. Guarantees: at most 1 + max_retries requests per call; every wait is logged at INFO with its
+or the service's Retry-After when that is longer (up to 10 minutes). Anything else (400, 401, 403, 404, …) fails at
+once. When the retries run out, or at once for a permanent failure, `LLMError` says what happened, with `retryable`,
+`status` and `attempts`. Guarantees: at most 1 + max_retries requests per call; every wait is logged at INFO with its
 reason; `sleep` and the jitter's rng are injectable so tests observe the schedule without waiting.
 """
 from __future__ import annotations

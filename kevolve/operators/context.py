@@ -136,7 +136,8 @@ def numbers(ctx: Context, evaluation: Evaluation | None) -> str:
         head = (f"Verdict: correct on every configuration. Over all configurations judged (shown or not), as geometric "
                 f"means: speedup over the faster torch baseline "
                 f"{fmt(evaluation.speedup)}, over eager {fmt(evaluation.speedup_eager)}, over torch.compile "
-                f"{fmt(evaluation.speedup_compile)}; fraction of the memory floor {fmt(evaluation.floor_fraction, True)}.")
+                f"{fmt(evaluation.speedup_compile)}; fraction of the memory floor "
+                f"{fmt(evaluation.floor_fraction, True)}.")
     if not shown:
         return head
     table = ["| configuration | result | kernel ms | eager ms | compile ms | speedup | of memory floor |",

@@ -9,8 +9,8 @@ child), `second_parent` (crossover), `seed`, the reply's `tokens_in` / `tokens_o
 `cached`, `call` (the response-cache key, for replay), `red_team: true` for red-team children, `knob_error` when the
 child's knob lines are malformed (the kernel is kept; knob mutation will refuse it with that reason), and
 `knobs_restored`: the parent's knob markers a whole-kernel reply dropped and `knobs.carry` put back, so knob
-mutation keeps working on LLM children (edit blocks keep every line they do not match). Mutation.model and .cost_usd come from the
-Reply.
+mutation keeps working on LLM children (edit blocks keep every line they do not match). Mutation.model and .cost_usd
+come from the Reply.
 
 Guarantees: neither `apply` nor `LLMOperator.run` / `meta` raises for a bad reply or a failed call: a reply
 without a usable kernel, an edit that does not apply, a child identical to its parent, an `LLMError` after the

@@ -29,8 +29,9 @@ from kevolve.operators.verifiers import VERIFIERS, LLMVerdict
 
 AGGREGATIONS = ("any", "majority", "all")
 MODES = ("filter", "shadow")
+# the judge's words (judge.evaluator.checks, .timed)
 _MEMORY = re.compile(r"crash|illegal|segmentation|out of bounds|wrote (past|outside)|input .*modified|misaligned|"
-                     r"invalid (device|memory)|bus error", re.I)      # the judge's words (judge.evaluator.checks, .timed)
+                     r"invalid (device|memory)|bus error", re.I)
 _UNOBSERVED = re.compile(r"time ?out|timed out|hang|killed", re.I)
 
 

@@ -195,7 +195,8 @@ class Evaluator:
         return dataclasses.replace(found, raw="")                 # the CSV stays here
 
 
-REFERENCE_SHARE = 0.25          # of a GPU's memory, for one evaluator's float64 references (resources.reference_cache_gb)
+# of a GPU's memory, for one evaluator's float64 references (resources.reference_cache_gb)
+REFERENCE_SHARE = 0.25
 REFERENCE_FALLBACK = 16 << 30   # when the GPU's memory cannot be read
 
 

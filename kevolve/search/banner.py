@@ -56,7 +56,8 @@ def lines(plan, est: Estimate, prompts: bool = False) -> list[str]:
         out.append(f"  {'prompt'.ljust(width)}  {'chars':>7}  {'tokens in':>9}  {'tokens out':>10}  {'$ per call':>10}")
         out += [f"  {c.name.ljust(width)}  {c.chars:>7}  {c.tokens_in:>9}  {c.tokens_out:>10}  {_usd(c.usd):>10}"
                 for c in est.calls]
-        out.append("  $ per child, LLM calls only: " + ", ".join(f"{op} {_usd(x)}" for op, x in est.per_child_usd.items()))
+        out.append("  $ per child, LLM calls only: "
+                   + ", ".join(f"{op} {_usd(x)}" for op, x in est.per_child_usd.items()))
     out.append(f"expected cost per candidate: {_usd(est.llm_candidate_usd)} when the LLM writes it, "
                f"{_usd(est.knob_candidate_usd)} for a knob child (its verifier calls); per run at most "
                f"{_usd(est.run_usd)} ({plan.candidates} candidates, every one after the {len(plan.seeds)} seed(s) "

@@ -15,9 +15,10 @@ requests the endpoints take at once). `Pacer` then measures: each LLM proposal's
 submission to its return (retries, back-off and queueing included) and the new candidates it gave, and each
 judgement's seconds, over the last `WINDOW` of each, and moves its `target` when the formula's value leaves it by
 a tenth or more, or reaches a bound (so a large target does not flutter by one). Guarantees: plain arithmetic, no I/O;
-`least ≤ target ≤ most` always; a proposal with no candidates counts as `MIN_YIELD` of one, so a run of bad replies raises the target
-without dividing by zero. Not guaranteed: that the evaluators are busy when `most` is below the formula's value
-(`capped` says so; raise `llm.concurrency` if the provider's rate limit allows, or add models on other endpoints).
+`least ≤ target ≤ most` always; a proposal with no candidates counts as `MIN_YIELD` of one, so a run of bad replies
+raises the target without dividing by zero. Not guaranteed: that the evaluators are busy when `most` is below the
+formula's value (`capped` says so; raise `llm.concurrency` if the provider's rate limit allows, or add models on other
+endpoints).
 
 Builds are paced the same way (`Builds`): an evaluator takes a candidate every J seconds and a build takes B, so
 E × B / J builds must run at once for the evaluators never to wait on nvcc — `builds_wanted`, within the builders

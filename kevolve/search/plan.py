@@ -5,9 +5,9 @@ cluster (`ray.cluster_resources()`: CPU and GPU counts) into a frozen `Plan`: ta
 evaluators and builders, how many candidates and LLM calls in flight (the LLM calls' start and bounds: the driver
 adapts within them, kevolve/search/pacing.py), the judging options, cache sizes, budgets,
 the LLM, its operators' weights and verifiers (nulls filled by kevolve/search/llm_defaults.py: the paper's pipeline
-with an LLM, knob mutation alone without), the mode (evolve or best_of_n), and the seed kernels the search starts from (`search.seeds`:
-the files task.yaml lists, the task's best/ kernel, or both; `best` without one is refused here). The device
-the prompts name (GPU and arch, or the CPU) comes from the evaluators once they run (`with_device`). Nothing
+with an LLM, knob mutation alone without), the mode (evolve or best_of_n), and the seed kernels the search starts from
+(`search.seeds`: the files task.yaml lists, the task's best/ kernel, or both; `best` without one is refused here). The
+device the prompts name (GPU and arch, or the CPU) comes from the evaluators once they run (`with_device`). Nothing
 below the driver re-derives a default; a configuration the cluster cannot serve (cuda without GPUs, a
 shape set the task lacks) raises `ConfigError` here, naming the field, before anything starts.
 Pure: no Ray calls (the caller passes the cluster's resources), so it is tested as plain Python.

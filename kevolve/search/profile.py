@@ -5,8 +5,8 @@ evaluator's PATH, `search.profile`).
 with the largest memory floor — in our worker process (`python -m kevolve.judge.worker`, confined as always)
 started under `ncu --csv --metrics METRICS`, and parses the CSV ncu writes to its log file. `parse(csv_text)`
 turns that CSV into one `KernelProfile` per kernel name with a value read: the mean of each metric over its
-launches, and the launch count; the worker's own torch kernels (inputs, poison, guard bytes: names in at::, c10::, torch::) are
-left out. `text(profiles, config)` is the table the prompt shows (`compose`'s "A profile of it" section).
+launches, and the launch count; the worker's own torch kernels (inputs, poison, guard bytes: names in at::, c10::,
+torch::) are left out. `text(profiles, config)` is the table the prompt shows (`compose`'s "A profile of it" section).
 
 Guarantees: `parse` never raises: lines before ncu's header (its `==PROF==` messages) are skipped, a value ncu
 could not measure (`n/a`) is absent from the kernel's metrics, thousands separators are read as such (ncu runs
@@ -110,7 +110,8 @@ def _cell(value: float | None, unit: str) -> str:
 def text(kernels: tuple[KernelProfile, ...], config: str) -> str:
     """The prompt's table: one row per kernel, one column per metric (time per launch in us)."""
     header = ["kernel", "launches", *METRICS.values()]
-    rows = [[k.name.split("(")[0][:60], str(k.launches), *(_cell(k.metrics.get(m), k.units.get(m, "")) for m in METRICS)]
+    rows = [[k.name.split("(")[0][:60], str(k.launches),
+             *(_cell(k.metrics.get(m), k.units.get(m, "")) for m in METRICS)]
             for k in kernels]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = [f"Nsight Compute, one call on {config} (means over launches):"]

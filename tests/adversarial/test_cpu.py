@@ -6,7 +6,8 @@ Layers are tested on their own: `STATIC` through `rules.check` (the preprocessed
 built directly and handed to `judge` (no rules: the symbol check must stop them before any worker loads
 them), `RUNTIME` judged whole (guards, poison, page edges, digests, lifecycle), and `confine_probe.cpp`
 past both the rules and the symbol check (libc reached from `stdout`): only the worker's confinement stands
-between it and the machine, and what the confinement refuses it is evidence that rejects it (`judge.evaluator.evidence`).
+between it and the machine, and what the confinement refuses it is evidence that rejects it
+(`judge.evaluator.evidence`).
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ BODY = """
 
 
 def kernel(prelude: str = "", before: str = "", after: str = "", body: str = BODY) -> str:
-    return f"#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n{prelude}\n{SIG} {{\n{before}\n{body}\n{after}\n    return 0;\n}}\n"
+    return (f"#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n{prelude}\n"
+            f"{SIG} {{\n{before}\n{body}\n{after}\n    return 0;\n}}\n")
 
 
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
@@ -101,7 +103,8 @@ ACCEPTED = [
                                                                    "auto* p = &v; p->clear(); (void)v.size();")),
     ("strings-and-comments", kernel(before="// system(\"x\"); fork();\n const char* m = \"getenv fopen\"; (void)m;")),
     ("openmp-static-scratch", kernel("#include <omp.h>\nstatic float scratch[1 << 16];", before="scratch[0] = 1;",
-                                     body="#pragma omp parallel for\n" + BODY.replace("    for (int64_t r", "for (int64_t r", 1))),
+                                     body="#pragma omp parallel for\n"
+                                          + BODY.replace("    for (int64_t r", "for (int64_t r", 1))),
 ]
 
 
@@ -123,14 +126,18 @@ IMPORTS = [
     ("system-call", kernel(before="if (N < 0) system(\"true\");"), r"`system` \(process"),
     ("global-constructor", kernel("struct Boot { Boot() { volatile int k = 1; (void)k; } } boot;"),
      r"runs code at load or unload time \(_GLOBAL__sub_I"),
-    ("constructor-attribute", kernel("__attribute__((constructor)) static void boot() { volatile int k = 1; (void)k; }"),
+    ("constructor-attribute", kernel("__attribute__((constructor)) static void boot() "
+                                     "{ volatile int k = 1; (void)k; }"),
      r"runs code at load or unload time"),
-    ("asm-label-to-python", kernel("int run(const char*) asm(\"PyRun_SimpleString\");", before="if (N < 0) run(\"1\");"),
+    ("asm-label-to-python", kernel("int run(const char*) asm(\"PyRun_SimpleString\");",
+                                   before="if (N < 0) run(\"1\");"),
      r"`PyRun_SimpleString` \(python"),
     ("gthread-weakref", "#include <memory>\n" + kernel("static void* spin(void*) { return nullptr; }",
-                                                       before="if (N < 0) { __gthread_t t; __gthread_create(&t, spin, nullptr); }"),
+                                                       before="if (N < 0) { __gthread_t t; "
+                                                              "__gthread_create(&t, spin, nullptr); }"),
      r"`pthread_create` \(thread"),
-    ("raw-syscall-instruction", kernel(before="if (N < 0) { long r; asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); }"),
+    ("raw-syscall-instruction", kernel(before="if (N < 0) { long r; "
+                                              "asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); }"),
      r"raw `syscall`"),
     # the first step of the walk from one allowed function to every other (issue 37), however it is spelled: a
     # relocation against `printf` that is not its PLT slot
@@ -165,13 +172,14 @@ RUNTIME = [
     ("writes-before-start", kernel(after="out[-1] = __builtin_nanf(\"\");"), r"wrote outside out \(before its start\)"),
     ("workspace-overrun", kernel(after="((unsigned char*)workspace)[workspace_bytes] = 0xFF;"),
      r"wrote outside workspace"),
-    # on the third call every input and output ends against a PROT_NONE page (`buffers.allocate(edge="misaligned")`): a read
-    # past an input's end, or a write past an output's end put back before the call returns (the guards, compared
+    # on the third call every input and output ends against a PROT_NONE page (`buffers.allocate(edge="misaligned")`): a
+    # read past an input's end, or a write past an output's end put back before the call returns (the guards, compared
     # after the call, see nothing), faults. An element past a buffer whose size is a multiple of 16 bytes is a guard
     # (its base is never 16-byte aligned), so x[B * N] faults first on N=1001, q[1] on the first configuration.
     ("reads-past-input-end", kernel(after="volatile float t = x[B * N]; (void)t;"),
      r"(?s)^B=3,N=1001/random/s0: crash: .*SIGSEGV.*\(call 3, inputs \d+ of salt \d+\) \(on the third call"),
-    ("puts-back-past-output-end", kernel(after="volatile float* q = out + B * N; float v = q[1]; q[1] = 0.f; q[1] = v;"),
+    ("puts-back-past-output-end", kernel(after="volatile float* q = out + B * N; "
+                                               "float v = q[1]; q[1] = 0.f; q[1] = v;"),
      r"(?s)^B=2,N=4096/random/s0: crash: .*SIGSEGV.*\(call 3, inputs \d+ of salt \d+\) \(on the third call"),
     # on the first two calls every input and output starts 16-byte aligned and ends 1 element to 16 bytes before a
     # PROT_NONE page: an aligned fast path that loads a whole 64-byte block past the end of its last row faults
@@ -243,8 +251,8 @@ def test_confinement_stops_what_the_other_layers_miss(tiny, reuse):
     ev = judge(tiny, built.lib_path, FAST, reuse=reuse)
     got = dict(re.findall(r"PROBE (\w+)=(-?\d+)", ev.log))
     got.update(re.findall(r"(workers_\w+)=(\d+)", ev.log))
-    # it computes right, and is rejected for what it tried (judge.evaluator.evidence): each refusal named, none of them a
-    # wrong answer
+    # it computes right, and is rejected for what it tried (judge.evaluator.evidence): each refusal named, none of them
+    # a wrong answer
     assert not ev.correct and ev.stage == "confinement" and "; and:" not in ev.failure, (ev.stage, ev.failure)
     for tried in ("openat /tmp/kevolve-adversarial-probe for writing", "socket(AF_INET)", "kill(pid",
                   "execve: a new process", "clone of a process"):
@@ -346,7 +354,8 @@ def pidns_holds() -> bool:
     from kevolve.judge.evaluator.process import PIDNS
     from kevolve.judge.sandbox import clean_env
     said = subprocess.run([sys.executable, "-s", PIDNS, sys.executable, "-c",
-                           f"import os; print(os.environ[{pidns.ENV!r}], os.getpid(), len(os.listdir('/proc/1/task')))"],
+                           f"import os; print(os.environ[{pidns.ENV!r}], os.getpid(), "
+                           f"len(os.listdir('/proc/1/task')))"],
                           capture_output=True, text=True, env=clean_env(), timeout=60).stdout
     return said.startswith(pidns.HOLDS + " 2 ")
 

@@ -39,13 +39,16 @@ CASES = [
                                 before="cudaStreamAddCallback(stream, cb, nullptr, 0);"),
      "host-callback", r"`cudaStreamAddCallback`"),
     ("persisting-l2-window", hostile(before="cudaStreamAttrValue v = {}; v.accessPolicyWindow.base_ptr = (void*)x; "
-                                            "v.accessPolicyWindow.num_bytes = 1 << 20; v.accessPolicyWindow.hitRatio = 1; "
+                                            "v.accessPolicyWindow.num_bytes = 1 << 20; "
+                                            "v.accessPolicyWindow.hitRatio = 1; "
                                             "v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting; "
-                                            "cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v);"),
+                                            "cudaStreamSetAttribute(stream, "
+                                            "cudaStreamAttributeAccessPolicyWindow, &v);"),
      "persisting-l2", r"`cudaStreamSetAttribute`"),
     ("persisting-l2-limit", hostile(before="cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 20);"),
      "device-reset", r"`cudaDeviceSetLimit`"),
-    ("asm-label-after-declaration", hostile("int run(const char*) asm(\"system\");", before="if (N < 0) run(\"true\");"),
+    ("asm-label-after-declaration", hostile("int run(const char*) asm(\"system\");",
+                                            before="if (N < 0) run(\"true\");"),
      "symbol-alias", r"`system` \(process"),
     ("gnu-constructor", hostile("[[gnu::constructor]] static void boot() { volatile int k = 1; (void)k; }"),
      "constructor", r"runs code at load"),
@@ -54,7 +57,8 @@ CASES = [
     ("timer-thread", hostile("#include <csignal>\n#include <ctime>", before="sigevent se = {}; timer_t t; "
                                                                             "timer_create(CLOCK_MONOTONIC, &se, &t);"),
      "thread", r"`timer_create` \(thread"),
-    ("host-syscall-asm", hostile("__host__ static long pid() { long r; asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); "
+    ("host-syscall-asm", hostile("__host__ static long pid() { long r; "
+                                 "asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); "
                                  "return r; }", before="if (N < 0) pid();"),
      "syscall", r"raw `syscall`"),
     ("managed-memory", hostile(before="float* m; cudaMallocManaged(&m, 4); cudaFree(m);"), "host-memory",
@@ -84,17 +88,20 @@ CASES = [
      "persisting-l2", r"`cudaGraphKernelNodeSetAttribute` \(persisting-l2"),
     # a persisting window as a launch attribute with numeric constants (audit): cudaLaunchKernelExC is allowed (clusters
     # need it), so no symbol shows it — the static layer rejects the window's fields, and the worker's reset of the
-    # persisting-L2 set-aside before each timed round (judge.worker.l2) takes the window's effect away whatever its spelling
+    # persisting-L2 set-aside before each timed round (judge.worker.l2) takes the window's effect away whatever its
+    # spelling
     ("launch-attribute-window", hostile(launch="    cudaLaunchConfig_t cfg = {}; cfg.gridDim = dim3((unsigned)B); "
                                                "cfg.blockDim = dim3(THREADS); cfg.stream = stream;\n"
-                                               "    cudaLaunchAttribute at[1] = {}; at[0].id = (cudaLaunchAttributeID)1;\n"
+                                               "    cudaLaunchAttribute at[1] = {}; "
+                                               "at[0].id = (cudaLaunchAttributeID)1;\n"
                                                "    at[0].val.accessPolicyWindow.base_ptr = (void*)x;\n"
                                                "    at[0].val.accessPolicyWindow.num_bytes = (size_t)(B * N * 4);\n"
                                                "    at[0].val.accessPolicyWindow.hitRatio = 1.0f;\n"
                                                "    at[0].val.accessPolicyWindow.hitProp = (cudaAccessProperty)2;\n"
                                                "    at[0].val.accessPolicyWindow.missProp = (cudaAccessProperty)1;\n"
                                                "    cfg.attrs = at; cfg.numAttrs = 1;\n"
-                                               "    cudaLaunchKernelEx(&cfg, layernorm_rows, x, weight, bias, out, N, eps);"),
+                                               "    cudaLaunchKernelEx(&cfg, layernorm_rows, "
+                                               "x, weight, bias, out, N, eps);"),
      "persisting-l2", None),
 ]
 # reason None: the symbol layer passes the kernel (nothing it imports is new); the layers named in its comment catch it
@@ -106,7 +113,8 @@ ACCEPTED = [
                                       "cfg.blockDim = dim3(THREADS); cfg.dynamicSmemBytes = 0; cfg.stream = stream;\n"
                                       "    cudaLaunchAttribute attr[1];\n"
                                       "    attr[0].id = cudaLaunchAttributeClusterDimension;\n"
-                                      "    attr[0].val.clusterDim.x = B % 2 == 0 ? 2 : 1; attr[0].val.clusterDim.y = 1; "
+                                      "    attr[0].val.clusterDim.x = B % 2 == 0 ? 2 : 1; "
+                                      "attr[0].val.clusterDim.y = 1; "
                                       "attr[0].val.clusterDim.z = 1;\n"
                                       "    cfg.attrs = attr; cfg.numAttrs = 1;\n"
                                       "    if (cudaLaunchKernelEx(&cfg, layernorm_rows, x, weight, bias, out, N, eps) "

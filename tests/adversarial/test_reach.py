@@ -258,9 +258,10 @@ def on_gpu():
     from kevolve.judge.evaluator.reuse import Reuse
     from kevolve.task import load_task
     task = load_task(TINY)
-    plain = Options(target="cuda", shapes="small", time_kernel=False, timeout=60, strict_cuda=True)   # the strict
+    # the strict CUDA confinement, to be verified (`Options.strict_cuda`)
+    plain = Options(target="cuda", shapes="small", time_kernel=False, timeout=60, strict_cuda=True)
     timed = Options(target="cuda", shapes="small", baselines=("eager", "compile"), reps=30, calls=5, timeout=120,
-                    strict_cuda=True)                            # CUDA confinement, to be verified (`Options.strict_cuda`)
+                    strict_cuda=True)
     reuses = {False: Reuse(plain, reference_bytes=1 << 28, baseline_refresh_s=0),
               True: Reuse(timed, reference_bytes=1 << 28, baseline_refresh_s=0)}
 

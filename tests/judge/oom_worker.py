@@ -1,8 +1,8 @@
 """Test support only — never imported by kevolve: the real worker, whose timing setup runs out of device memory.
 
-`python tests/judge/oom_worker.py FLAG` raises torch's OutOfMemoryError from `time_setup` of a kernel's timing session, as a GPU shared with
-other evaluators does when they hold its memory: once (the first worker, which creates FLAG) or, with FLAG
-`always`, in every worker. `OomWorker.of(FLAG)` is the evaluator-side handle that starts it
+`python tests/judge/oom_worker.py FLAG` raises torch's OutOfMemoryError from `time_setup` of a kernel's timing session,
+as a GPU shared with other evaluators does when they hold its memory: once (the first worker, which creates FLAG) or,
+with FLAG `always`, in every worker. `OomWorker.of(FLAG)` is the evaluator-side handle that starts it
 (`monkeypatch.setattr(harness, "WorkerProcess", OomWorker.of(FLAG))`).
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""torch.compile's caches kept by the node and copied into each worker (kevolve/judge/evaluator/baseline_cache.py): a later
-worker finds what an earlier one compiled, and nothing a kernel writes reaches the master copy."""
+"""torch.compile's caches kept by the node and copied into each worker (kevolve/judge/evaluator/baseline_cache.py): a
+later worker finds what an earlier one compiled, and nothing a kernel writes reaches the master copy."""
 from __future__ import annotations
 
 import os
@@ -152,8 +152,8 @@ def test_a_compile_that_fails_in_a_seeded_worker_turns_the_cache_off_and_is_judg
 
 def test_a_cold_node_compiles_with_a_second_worker_once(monkeypatch):
     """The first judgement of a shape set on a node splits torch.compile's baselines with a helper worker
-    (`judge.evaluator.precompile`): the verdict and its compiled baselines are the same, the helper's half reaches the master
-    before the judging worker compiles it, and once the node is marked no later judgement starts a helper."""
+    (`judge.evaluator.precompile`): the verdict and its compiled baselines are the same, the helper's half reaches the
+    master before the judging worker compiles it, and once the node is marked no later judgement starts a helper."""
     from kevolve.judge.evaluator import precompile
     task = load_task(TINY)
     started, joined = [], []

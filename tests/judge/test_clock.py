@@ -167,7 +167,8 @@ def test_repetitions_do_not_depend_on_the_kernel(one):
     assert plan_rounds(50, 3, True, None, None) == MAX_ROUNDS == 10   # 3 calls per round (memory): 30 calls, not 51
     gib = 1 << 30                                                     # verification: 32 GiB (CUDA), 2 GiB (CPU)
     assert plan_rounds(100, 3, True, None, None, int(3.3 * gib)) == 3   # 3 × 3.3 GiB a round: the least, 3
-    assert plan_rounds(100, 10, True, None, None, int(0.4 * gib)) == 8 and plan_rounds(100, 10, True, None, None, 1) == 10
+    assert (plan_rounds(100, 10, True, None, None, int(0.4 * gib)) == 8
+            and plan_rounds(100, 10, True, None, None, 1) == 10)
     assert plan_rounds(100, 10, False, None, None, 50 << 20) == 4 and plan_rounds(100, 10, False, None, None, gib) == 1
 
 

@@ -1,5 +1,5 @@
-"""An attempt is evidence (`judge.evaluator.evidence`, `judge.syscalls`, `confine.seal`): the seccomp programs decide what
-they should (read by a classic-BPF interpreter here), a sealed process's refused calls reach the evaluator's
+"""An attempt is evidence (`judge.evaluator.evidence`, `judge.syscalls`, `confine.seal`): the seccomp programs decide
+what they should (read by a classic-BPF interpreter here), a sealed process's refused calls reach the evaluator's
 supervisor — from every thread, with nothing the process does able to take them back — and file paths are read
 as the worker would resolve them. The judgements built on it are in tests/adversarial/."""
 from __future__ import annotations
@@ -75,7 +75,8 @@ def test_the_programs_decide(what, nr, args, first, cpu, cuda):
 
 
 def test_the_seal_refuses_file_calls_only_with_a_listener_and_pinned_affinity_only_when_pinned():
-    assert run_bpf(syscalls.seal(ME, paths=False), 257, (-100, 0, 0)) == ALLOW     # no listener: ENOSYS would break them
+    # no listener: ENOSYS would break them
+    assert run_bpf(syscalls.seal(ME, paths=False), 257, (-100, 0, 0)) == ALLOW
     assert run_bpf(syscalls.seal(ME), 203) == ALLOW
     assert run_bpf(syscalls.seal(ME, pinned=True), 203) == NOTIFY
 

@@ -26,7 +26,8 @@ from kevolve.task import load_task
 HERE = Path(__file__).resolve().parent.parent          # tests/
 TINY = HERE / "kernels" / "tasks" / "layernorm_tiny"
 landlocked = pytest.mark.skipif(not confine.landlock_abi(),
-                                reason="compiled checks need a Landlock-confined worker (judge.evaluator.startup.fused)")
+                                reason="compiled checks need a Landlock-confined worker "
+                                       "(judge.evaluator.startup.fused)")
 
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 
@@ -125,7 +126,8 @@ def test_agreement_takes_nan_and_inf_where_eager_has_them(tiny):
     assert fused._disagree((same,), ((w, torch.isfinite(w)),)) is None
     flipped = w.clone()
     flipped[0, 2] = float("-inf")
-    assert "NaN or Inf values differ" in fused._disagree(((flipped, torch.isfinite(flipped)),), ((w, torch.isfinite(w)),))
+    assert "NaN or Inf values differ" in fused._disagree(((flipped, torch.isfinite(flipped)),),
+                                                         ((w, torch.isfinite(w)),))
     moved = w.clone()
     moved[0, 1], moved[0, 0] = 1.0, float("nan")
     assert "NaN or Inf where eager's is finite" in fused._disagree(((moved, torch.isfinite(moved)),),

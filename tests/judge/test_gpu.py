@@ -303,7 +303,8 @@ def test_compiled_checks_on_gpu_agree_and_give_eager_verdicts(layernorm, monkeyp
 
 # (g) outputs read through CUDA IPC or through files: the same verdicts -------------------------------------
 @pytest.mark.parametrize("exchange", ["ipc", "files"])
-@pytest.mark.parametrize("name, expected", [("unwritten_last_row.cu", "NaN"), ("overrun.cu", "wrote outside out (past its end)")])
+@pytest.mark.parametrize("name, expected", [("unwritten_last_row.cu", "NaN"),
+                                            ("overrun.cu", "wrote outside out (past its end)")])
 def test_hostile_outputs_are_caught_through_either_exchange(layernorm, monkeypatch, exchange, name, expected):
     if exchange == "files":
         monkeypatch.setenv("KEVOLVE_EXCHANGE", "files")
@@ -349,9 +350,9 @@ def test_first_calls_buffers_start_aligned_and_end_near_unmapped_device_memory(l
 
 
 def test_edge_buffers_end_against_unmapped_device_memory(layernorm):
-    """The third call's inputs and outputs (`buffers.allocate(edge="misaligned")`) each end where mapped device memory ends
-    (`judge.worker.vmm`: the next byte lies in a reserved, unmapped granule), start only element-aligned, work as tensors,
-    and are exported as copies (CUDA IPC cannot share them); the workspace stays skewed between guards."""
+    """The third call's inputs and outputs (`buffers.allocate(edge="misaligned")`) each end where mapped device memory
+    ends (`judge.worker.vmm`: the next byte lies in a reserved, unmapped granule), start only element-aligned, work as
+    tensors, and are exported as copies (CUDA IPC cannot share them); the workspace stays skewed between guards."""
     from kevolve.judge.worker import buffers, vmm
     cfg = layernorm.configs("small")[0]
     buf = buffers.allocate(layernorm, "cuda", cfg.size_dict, edge="misaligned")

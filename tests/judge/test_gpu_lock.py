@@ -32,7 +32,8 @@ def _run(tmp_path, plan: list[tuple[str, bool, float, float]]) -> dict[str, tupl
     started (a spawned interpreter can take seconds on a loaded machine); returns name -> (kind, t0, t1)."""
     ctx, log = mp.get_context("spawn"), tmp_path / "log"
     ready, go, start = ctx.Semaphore(0), ctx.Event(), ctx.Value("d", 0.0)
-    procs = [ctx.Process(target=_worker, args=(str(tmp_path), exclusive, str(log), hold, offset, name, ready, go, start))
+    procs = [ctx.Process(target=_worker,
+                         args=(str(tmp_path), exclusive, str(log), hold, offset, name, ready, go, start))
              for name, exclusive, offset, hold in plan]
     for p in procs:
         p.start()

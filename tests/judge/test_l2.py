@@ -1,5 +1,5 @@
-"""`judge.worker.l2`: the loaded CUDA runtime is found without loading one, its absence is a reason and not an error, and
-(on a GPU) a raised persisting-L2 set-aside is read back and reset to zero."""
+"""`judge.worker.l2`: the loaded CUDA runtime is found without loading one, its absence is a reason and not an error,
+and (on a GPU) a raised persisting-L2 set-aside is read back and reset to zero."""
 from __future__ import annotations
 
 import pytest

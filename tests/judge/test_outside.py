@@ -1,5 +1,5 @@
-"""The outside clock's contract (`kevolve.judge.evaluator.outside`): whatever times the worker reports, the evaluator's own
-clocks refute the ones that cannot be true, naming the bound, and accept honest ones.
+"""The outside clock's contract (`kevolve.judge.evaluator.outside`): whatever times the worker reports, the evaluator's
+own clocks refute the ones that cannot be true, naming the bound, and accept honest ones.
 
 A kernel that rewrites the worker's timing results in memory is impractical to write, so the evaluator's layer is
 tested on its own: the real worker, started through `forging_worker.py` (test support, never imported by kevolve),
@@ -50,7 +50,8 @@ def test_a_worker_that_forges_nothing_is_accepted(heavy, monkeypatch):
     ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)
     assert ev.correct, ev.failure
     m = ev.measurements[0]
-    assert m.kernel.n == TIMED.reps and m.checked_calls == WARMUP_SETS + TIMED.reps   # warm-up, counted: probes check none
+    # warm-up, counted: probes check none
+    assert m.kernel.n == TIMED.reps and m.checked_calls == WARMUP_SETS + TIMED.reps
 
 
 FORGERIES = [
@@ -175,7 +176,8 @@ def test_the_cpu_flush_runs_on_the_calling_thread_alone():
     threads = torch.get_num_threads()
     torch.set_num_threads(2)                     # a pool that would share a parallel fill
     try:
-        clock = timing.CpuClock(None, "llc")      # the rewrite of 2 x LLC (the `llc` knob) is the one a pool would split
+        # the rewrite of 2 x LLC (the `llc` knob) is the one a pool would split
+        clock = timing.CpuClock(None, "llc")
         torch.ones(1 << 22).add_(1.0)            # the pool exists (and has stopped spinning) before the count
         time.sleep(0.5)
         before = others_ms()

@@ -24,7 +24,8 @@ def relayed(code: str, env: dict | None = None, python: str = sys.executable, pr
                           env=env or clean_env(), timeout=60)
 
 
-SEES = "import os; print(os.environ['KEVOLVE_PIDNS']); print(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"
+SEES = ("import os; print(os.environ['KEVOLVE_PIDNS']); "
+        "print(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
 
 
 def holds() -> bool:
@@ -92,7 +93,8 @@ def test_an_unprivileged_user_gets_it_through_a_user_namespace():
         pytest.skip("the checkout is not readable by another user")
     out = relayed("import os; print(os.environ['KEVOLVE_PIDNS']); print(os.getuid(), os.getpid(), "
                   "sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))",
-                  python="/usr/bin/python3", prefix=("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"))
+                  python="/usr/bin/python3",
+                  prefix=("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"))
     assert out.returncode == 0, out.stderr
     said, seen = out.stdout.splitlines()
     if said.startswith("none:"):

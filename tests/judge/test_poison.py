@@ -52,8 +52,8 @@ def _protection(address: int) -> str:
 
 
 def test_edge_buffers_on_the_cpu_end_against_a_page_that_faults():
-    """The third call's inputs and outputs (`allocate(edge="misaligned")`) on the CPU each end where a PROT_NONE page begins,
-    or, where the size is a multiple of 16 bytes, one element (a guard) short of it; no base is 16-byte aligned.
+    """The third call's inputs and outputs (`allocate(edge="misaligned")`) on the CPU each end where a PROT_NONE page
+    begins, or, where the size is a multiple of 16 bytes, one element (a guard) short of it; no base is 16-byte aligned.
     So a read past an input's end, or a write past an output's end put back before the call returns, faults."""
     import mmap
     task = load_task("layernorm_fwd")

@@ -325,7 +325,8 @@ def test_headers_are_skipped_but_user_code_between_them_is_read_at_its_own_lines
     assert {t.kind for t in toks if not t.user} == {"header"}
     v = verify.check(src, "cpu")
     assert [(x.rule, x.line) for x in v.violations] == [("process", 5)]
-    cu = "#include <cuda_runtime.h>\n__global__ void k(float* x) { x[0] = 1; }\nint g() { return getenv(\"A\") != 0; }\n"
+    cu = ("#include <cuda_runtime.h>\n__global__ void k(float* x) { x[0] = 1; }\n"
+          "int g() { return getenv(\"A\") != 0; }\n")
     assert [(x.rule, x.line) for x in verify.check(cu, "cuda").violations] == [("environment", 3)]
 
 

@@ -173,7 +173,8 @@ _GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISS
 
 def _error(step: Status, gemini: bool) -> dict:
     if gemini:
-        return {"error": {"code": step.code, "message": step.message, "status": _GOOGLE_STATUS.get(step.code, "UNKNOWN")}}
+        return {"error": {"code": step.code, "message": step.message,
+                          "status": _GOOGLE_STATUS.get(step.code, "UNKNOWN")}}
     return {"error": {"message": step.message, "type": "test_error", "param": None, "code": str(step.code)}}
 
 

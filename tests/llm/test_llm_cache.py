@@ -68,7 +68,8 @@ def test_replay_without_a_server_and_without_keys(server, tmp_path, config):
 def test_replay_miss_is_a_clear_error(server, tmp_path):
     make_provider(openai_config(server), env=ENV, run_dir=tmp_path).sample(USER, seed=0)
     replayed = make_provider(openai_config(server, replay=str(tmp_path)), env={})
-    with pytest.raises(ReplayMiss, match=r"no cached reply for this prompt in .*: replay needs the same config and seed"):
+    with pytest.raises(ReplayMiss,
+                       match=r"no cached reply for this prompt in .*: replay needs the same config and seed"):
         replayed.sample(USER, seed=1)
     assert len(server.requests) == 1
 

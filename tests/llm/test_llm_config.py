@@ -51,7 +51,8 @@ def _readme_llm_commands() -> list[list[str]]:
     text = (CONF.parent / "docs" / "search.md").read_text()
     section = text.split("## Using an LLM", 1)[1].split("\n## ", 1)[0]
     block = section.split("```bash", 1)[1].split("```", 1)[0].replace("\\\n", " ")
-    return [shlex.split(line, comments=True)[3:] for line in block.splitlines() if line.startswith("python -m kevolve ")]
+    return [shlex.split(line, comments=True)[3:]
+            for line in block.splitlines() if line.startswith("python -m kevolve ")]
 
 
 def test_the_readmes_llm_commands_compose_and_validate():

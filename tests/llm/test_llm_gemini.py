@@ -34,7 +34,8 @@ def test_good_reply_text_tokens_cost_and_request(server, sleeps):
 
 def test_gemini3_effort_becomes_thinking_level(server):
     cfg = gemini_config(server, "gemini-3-pro-preview", thinking_budget=2048)
-    r = make_provider(cfg, env=ENV).complete(USER, model="gemini-3-pro-preview", temperature=1.0, reasoning_effort="low")
+    r = make_provider(cfg, env=ENV).complete(USER, model="gemini-3-pro-preview", temperature=1.0,
+                                             reasoning_effort="low")
     thinking = server.requests[0].body["generationConfig"]["thinkingConfig"]
     assert (thinking.get("thinkingLevel") or thinking.get("thinking_level")) == "LOW"
     assert not {"thinkingBudget", "thinking_budget"} & set(thinking)
@@ -76,7 +77,8 @@ def test_key_refused_is_not_retried_and_names_the_variable(server, sleeps, code,
 def test_hang_past_timeout_is_retried_then_fails(server, sleeps):
     server.then(Hang(), Hang(), Hang())
     with pytest.raises(LLMError, match="no reply within 0.3 s") as e:
-        make_provider(gemini_config(server, timeout_s=0.3), env=ENV, sleep=sleeps).complete(USER, model="gemini-2.5-pro")
+        make_provider(gemini_config(server, timeout_s=0.3), env=ENV, sleep=sleeps).complete(
+            USER, model="gemini-2.5-pro")
     assert e.value.retryable and e.value.attempts == 3 and len(server.requests) == 3
 
 

@@ -13,7 +13,8 @@ def test_good_reply_text_tokens_cost_and_request(server, sleeps):
     server.then(Ok(text="__global__ void k() {}", tokens_in=1000, tokens_out=500))
     llm = make_provider(openai_config(server, "gpt-4.1", max_output_tokens=1234), env=ENV, sleep=sleeps)
     r = llm.complete([{"role": "system", "content": "be fast"}] + USER, model="gpt-4.1", temperature=0.7)
-    assert (r.text, r.model, r.provider, r.tokens_in, r.tokens_out) == ("__global__ void k() {}", "gpt-4.1", "openai", 1000, 500)
+    assert (r.text, r.model, r.provider, r.tokens_in, r.tokens_out) == (
+        "__global__ void k() {}", "gpt-4.1", "openai", 1000, 500)
     assert r.cost_usd == pytest.approx((1000 * 2.0 + 500 * 8.0) / 1e6)     # conf/llm/prices.yaml: gpt-4.1
     assert not r.cached and r.attempts == 1 and r.finish_reason == "stop" and sleeps == []
     (req,) = server.requests
@@ -21,7 +22,8 @@ def test_good_reply_text_tokens_cost_and_request(server, sleeps):
     assert req.headers["authorization"] == f"Bearer {OPENAI_KEY}"
     assert req.body["model"] == "gpt-4.1" and req.body["temperature"] == 0.7
     assert req.body["max_completion_tokens"] == 1234 and "reasoning_effort" not in req.body
-    assert req.body["messages"] == [{"role": "system", "content": "be fast"}, {"role": "user", "content": "write a kernel"}]
+    assert req.body["messages"] == [{"role": "system", "content": "be fast"},
+                                    {"role": "user", "content": "write a kernel"}]
     assert r.params == {"temperature": 0.7, "max_output_tokens": 1234}
 
 

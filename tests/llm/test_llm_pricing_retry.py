@@ -62,7 +62,8 @@ def test_retry_after_wins_when_longer():
 
 @pytest.mark.parametrize("headers,seconds", [
     ({"retry-after": "7"}, 7.0), ({"retry-after": "1.5"}, 1.5), ({"retry-after-ms": "250"}, 0.25),
-    ({"retry-after": "soon"}, None), ({"retry-after": "inf"}, None), ({"retry-after": "-3"}, 0.0), ({}, None), (None, None),
+    ({"retry-after": "soon"}, None), ({"retry-after": "inf"}, None), ({"retry-after": "-3"}, 0.0), ({}, None),
+    (None, None),
 ])
 def test_retry_after_header(headers, seconds):
     assert retry_after(headers) == seconds

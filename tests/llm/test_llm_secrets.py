@@ -21,7 +21,8 @@ def test_missing_key_stops_at_start_naming_the_variable(provider, variable):
 
 
 def test_missing_key_of_one_ensemble_member_stops_at_start():
-    cfg = LLMConfig(provider="openai", models=[ModelSpec(name="gpt-5"), ModelSpec(name="gemini-2.5-pro", provider="gemini")])
+    cfg = LLMConfig(provider="openai",
+                    models=[ModelSpec(name="gpt-5"), ModelSpec(name="gemini-2.5-pro", provider="gemini")])
     with pytest.raises(LLMConfigError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
         make_provider(cfg, env={"OPENAI_API_KEY": OPENAI_KEY})
 

@@ -51,7 +51,8 @@ def test_aggregation(passed, any_, majority, all_):
 
 
 def test_shadow_builds_everything_in_order():
-    d = decide(verdicts(False, False, False), Screen(mode="shadow"), {"compile", "memory", "numerics"}, random.Random(0))
+    d = decide(verdicts(False, False, False), Screen(mode="shadow"), {"compile", "memory", "numerics"},
+               random.Random(0))
     assert d.build and d.priority == 0 and d.flagged_by == ("compile", "memory", "numerics") and not d.rejected_by
 
 

@@ -78,10 +78,12 @@ def prompt_of(body: dict) -> str:
     return "".join(p.get("text", "") for p in body["contents"][-1]["parts"])
 
 
-_KINDS = (("## Your check: does it compile?", "verify_compile"), ("## Your check: is every memory access", "verify_memory"),
+_KINDS = (("## Your check: does it compile?", "verify_compile"),
+          ("## Your check: is every memory access", "verify_memory"),
           ("## Your check: are the results right", "verify_numerics"), ("## The strategy to implement", "meta_child"),
           ("## What went wrong", "repair"), ("## Kernel A", "crossover"), ("You are red-teaming", "red_team"),
-          ("distinct strategies", "meta"), ("## The current kernel", "optimize"), ("## The PyTorch reference", "translate"))
+          ("distinct strategies", "meta"), ("## The current kernel", "optimize"),
+          ("## The PyTorch reference", "translate"))
 
 
 def kind(body: dict) -> str:

@@ -96,4 +96,5 @@ def test_the_estimate_adds_up():
     seeds = len(plan.seeds)
     assert est.run_usd == pytest.approx(seeds * verify + (plan.candidates - seeds) * (mixed + verify))
     fewer = estimate(plan_of("llm=openai", "search.verifiers.checks=[]", "search.population.operators.meta=0")[0], task)
-    assert "meta" not in fewer.per_child_usd and fewer.verify_usd == 0 and fewer.llm_candidate_usd < est.llm_candidate_usd
+    assert ("meta" not in fewer.per_child_usd and fewer.verify_usd == 0
+            and fewer.llm_candidate_usd < est.llm_candidate_usd)

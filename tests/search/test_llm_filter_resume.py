@@ -247,7 +247,8 @@ def test_rejections_follow_the_aggregation_among_verifiers_that_earned_the_right
         else:                                                # built (and judged by the build: none compiles)
             assert d["build"] and r.status == "build_failed" and r.build is not None, (tag, r.status, d)
         audited += d["audited"]
-    draws = Verification(VerifiersConfig(checks=[], audit_share=0.5), seed=SEED).rng     # the run's audit draws, anew per run
+    # the run's audit draws, anew per run
+    draws = Verification(VerifiersConfig(checks=[], audit_share=0.5), seed=SEED).rng
     assert audited == sum(draws.random() < 0.5 for _ in REJECTED[name])
 
 
@@ -259,7 +260,8 @@ def test_precision_recall_accuracy_and_gpu_seconds_saved_are_reported(name, resu
     assert v["compile"]["precision"] == 1.0 and v["compile"]["samples"] == len(done)
     assert v["compile"]["recall"] == pytest.approx(expect["recall"]) and expect["recall"] < 1
     assert v["compile"]["accuracy"] == pytest.approx(expect["accuracy"])
-    assert (v["memory"]["precision"], v["memory"]["recall"], v["memory"]["samples"]) == (0.5, 1.0, 3)  # seed, ovr., wrong
+    # seed, ovr., wrong
+    assert (v["memory"]["precision"], v["memory"]["recall"], v["memory"]["samples"]) == (0.5, 1.0, 3)
     assert (v["numerics"]["precision"], v["numerics"]["recall"], v["numerics"]["samples"]) == (1.0, 1.0, 2)
     assert v["numerics"]["unobserved"] == v["memory"]["unobserved"] + 1 == len(done) - 3 + 1   # not compiled; + overrun
     judged = [r.timings["evaluate"] for r in records(run_dir) if r.status == "evaluated"]

@@ -107,7 +107,8 @@ def test_the_real_client_spoke_the_gemini_api(gemini_run):
         assert req.body["systemInstruction"]["parts"][0]["text"] and req.body["contents"][-1]["role"] == "user"
         gen = req.body["generationConfig"]
         thinking = gen["thinkingConfig"]
-        assert gen["maxOutputTokens"] == 2000 and (thinking.get("thinkingBudget") or thinking.get("thinking_budget")) == 1024
+        assert (gen["maxOutputTokens"] == 2000
+                and (thinking.get("thinkingBudget") or thinking.get("thinking_budget")) == 1024)
 
 
 def test_spend_is_the_usage_metadata_times_the_price(gemini_run):

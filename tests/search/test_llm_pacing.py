@@ -26,7 +26,8 @@ from llm_servers import OPENAI_KEY, Gate, LLMServer, Ok
 CONCURRENCY = 2
 HOLD_MIN_S = 1.0
 SEED = (GOOD.replace("// knob: 1, 2, 4", "").replace("// knob: 1, 4, 8", "").replace("// knob: 1, 2", "")
-        .replace("constexpr int UNROLL = 1;", "constexpr int UNROLL = 1;\nconstexpr int OFF = 0;    // knob: 0, 1, 2, 3")
+        .replace("constexpr int UNROLL = 1;",
+                 "constexpr int UNROLL = 1;\nconstexpr int OFF = 0;    // knob: 0, 1, 2, 3")
         .replace("(float)(1.0 / sum);", "(float)(1.0 / (sum + OFF));"))
 assert SEED.count("// knob:") == 1 and "(sum + OFF)" in SEED
 

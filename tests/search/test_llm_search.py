@@ -273,7 +273,8 @@ def test_the_dollar_budget_stops_the_run(slow_task, tmp_path):
     server = LLMServer(respond=script)
     try:
         summary = search.run(config(slow_task, server.url, candidates=40, dollars=0.04,
-                                    population={"islands": 1, "operators": {"knob": 0, "optimize": 1}}), tmp_path / "run")
+                                    population={"islands": 1, "operators": {"knob": 0, "optimize": 1}}),
+                            tmp_path / "run")
     finally:
         server.stop()
     assert summary.stopped.startswith("dollar budget"), summary

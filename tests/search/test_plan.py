@@ -68,7 +68,8 @@ def test_more_evaluators_than_gpus_share_them(task):
     rounds take turns on a shared GPU through the device lock (tests/judge/test_gpu_lock.py)."""
     plan = resolve(config(resources={"evaluators": 3}), task, {"CPU": 32, "GPU": 2})
     assert plan.evaluators == 3 and plan.evaluator_placement["num_gpus"] == 0.5
-    assert resolve(config(resources={"evaluators": 2}), task, {"CPU": 8, "GPU": 1}).evaluator_placement["num_gpus"] == 0.5
+    assert resolve(config(resources={"evaluators": 2}), task,
+                   {"CPU": 8, "GPU": 1}).evaluator_placement["num_gpus"] == 0.5
 
 
 def test_configured_values_win(task, monkeypatch):

@@ -37,7 +37,8 @@ TORCH = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunct
 def recorded() -> str:
     """A log of `ncu --csv --log-file ... --metrics METRICS`: ncu's messages, a torch fill kernel (the worker's
     poison), two launches of the candidate's kernel, one value ncu could not measure, a grouped number."""
-    values = {0: {"gpu__time_duration.sum": ("nsecond", "3,520"), "launch__registers_per_thread": ("register/thread", "16")},
+    values = {0: {"gpu__time_duration.sum": ("nsecond", "3,520"),
+                  "launch__registers_per_thread": ("register/thread", "16")},
               1: {"gpu__time_duration.sum": ("usecond", "12.40"),
                   "dram__throughput.avg.pct_of_peak_sustained_elapsed": ("%", "61.20"),
                   "sm__throughput.avg.pct_of_peak_sustained_elapsed": ("%", "20.10"),

@@ -181,7 +181,8 @@ def test_task_folder_given_by_relative_path(monkeypatch):
 def test_whole_search_through_the_hydra_app(tmp_path):
     run_dir = tmp_path / "run"
     start = time.monotonic()
-    proc = subprocess.run(kevolve_cmd(tmp_path, f"run_dir={run_dir}", "search.candidates=8", "search.population.islands=2"),
+    proc = subprocess.run(kevolve_cmd(tmp_path, f"run_dir={run_dir}", "search.candidates=8",
+                                      "search.population.islands=2"),
                           capture_output=True, text=True, timeout=420, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     summary = last_json(proc.stdout)
@@ -245,7 +246,8 @@ def test_resume_after_sigkill_judges_nothing_twice(tmp_path, orphans_go_to_init)
         deadline = time.monotonic() + 300
         evaluated = 0
         while evaluated < 3:
-            assert proc.poll() is None, f"the run ended before it could be killed: {(tmp_path / 'first.log').read_text()[-3000:]}"
+            assert proc.poll() is None, ("the run ended before it could be killed: "
+                                         f"{(tmp_path / 'first.log').read_text()[-3000:]}")
             assert time.monotonic() < deadline, "fewer than 3 candidates evaluated after 300 s"
             time.sleep(0.5)
             seen.update(family(proc.pid))
@@ -291,7 +293,8 @@ def test_resume_after_sigkill_judges_nothing_twice(tmp_path, orphans_go_to_init)
 
 def _core(pids: dict[int, str]) -> dict[int, str]:
     """All but Ray's dashboard and runtime-env agents, which poll for their raylet (about a minute)."""
-    return {pid: cmd for pid, cmd in pids.items() if not cmd.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent"))}
+    return {pid: cmd for pid, cmd in pids.items()
+            if not cmd.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent"))}
 
 
 def _test_resume(tmp_path: Path, run_dir: Path, budget: int) -> None:
@@ -480,7 +483,8 @@ def test_a_budget_that_ends_before_any_verdict_says_which_phase_is_slow(local_ra
     shutil.copytree(TASK, task)
     seed = task / "seeds" / "cpu.cpp"
     text = seed.read_text().replace("extern \"C\" int forward(", SLOW_CALLS + "extern \"C\" int forward(", 1)
-    text = text.replace("    const int64_t blocks =", "    for (unsigned long long k = 0; k < 20000000000ULL; ++k) spin_sink = k;\n"
+    text = text.replace("    const int64_t blocks =",
+                        "    for (unsigned long long k = 0; k < 20000000000ULL; ++k) spin_sink = k;\n"
                         "    const int64_t blocks =", 1)
     seed.write_text(text)
     run_dir = tmp_path / "run"
@@ -642,6 +646,7 @@ def test_a_malformed_knob_line_in_a_parent_fails_that_proposal_not_the_run(local
     assert summary.candidates == 8 and summary.correct == 8, summary
     with Store.open(run_dir, readonly=True) as store:
         failed = [p for _, _, p in store.events("mutation_failed")]
-        bad_id = next(r.candidate.id for r in store.candidates() if r.candidate.meta_dict().get("file") == "cpu_bad_knob.cpp")
+        bad_id = next(r.candidate.id for r in store.candidates()
+                      if r.candidate.meta_dict().get("file") == "cpu_bad_knob.cpp")
     assert all("commas" in p["reason"] for p in failed), failed     # as a parent or as an inspiration
     assert any(p["parent"] == bad_id for p in failed), failed

@@ -41,7 +41,8 @@ class Checker:
         self.folder = folder                # the judgement's exchange folder: output files are read from it only
         self.references = references if references is not None else References(0)
         self.device = "cuda" if options.target == "cuda" else "cpu"
-        self.fused = fused                  # the compiled reference and comparison (`judge.evaluator.fused`), or None: eager
+        # the compiled reference and comparison (`judge.evaluator.fused`), or None: eager
+        self.fused = fused
         self.timed_used: collections.Counter = collections.Counter()   # pool variants this judgement used, per cfg
 
     def _inputs(self, variant: int) -> str:

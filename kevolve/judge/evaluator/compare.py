@@ -43,7 +43,8 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
     def result(failure: str | None = None) -> Comparison:
         ratios = tuple(noise.geomean_ratio([p]) for p in pairs)
         ci = None if failure else noise.ratio_ci(pairs)
-        return Comparison(**base, configs=tuple(ids), ratios=ratios, ratio=None if failure else noise.geomean_ratio(pairs),
+        return Comparison(**base, configs=tuple(ids), ratios=ratios,
+                          ratio=None if failure else noise.geomean_ratio(pairs),
                           ci=ci, indistinguishable=bool(ci and ci[0] <= 1.0 <= ci[1]), clock=clocks,
                           failure=failure, device=device, seconds=time.perf_counter() - start)
 

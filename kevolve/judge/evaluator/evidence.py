@@ -21,11 +21,11 @@ before the kernel loaded (the harness's own work) is kept apart and never blamed
 Not guaranteed: an attempt nothing refuses leaves no trace (reading its own process's memory, an ELF walk, a
 write to its own private directory). Of files: the path is read from the worker's memory after the call was
 made, so a kernel that rewrites the string from another thread in between is judged on the string read (Landlock
-still refuses the real one; a path unmapped before it could be read is itself named), and where the evaluator may not read the worker's memory (not root, no user
-namespace of its own, Yama's ptrace_scope 2 or more) no path is known, every file call goes on to Landlock and
-none is evidence. Refusals by other mechanisms (file permissions, rlimits, a device's own checks) are not seen.
-Where seccomp's listener is unavailable (Linux < 5.7 with several threads, seccomp missing) nothing is
-reported: `Supervisor.state` says so.
+still refuses the real one; a path unmapped before it could be read is itself named), and where the evaluator may not
+read the worker's memory (not root, no user namespace of its own, Yama's ptrace_scope 2 or more) no path is known, every
+file call goes on to Landlock and none is evidence. Refusals by other mechanisms (file permissions, rlimits, a device's
+own checks) are not seen. Where seccomp's listener is unavailable (Linux < 5.7 with several threads, seccomp missing)
+nothing is reported: `Supervisor.state` says so.
 """
 from __future__ import annotations
 

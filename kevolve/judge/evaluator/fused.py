@@ -172,7 +172,8 @@ class Fused:
         out[n // 4] = ref[n // 4] + 0.5 * tol[n // 4]
         if masked:
             skip = [3, n // 5, n - 3]
-            ref[skip] = torch.tensor([float("nan"), float("inf"), float("nan")], dtype=torch.float64, device=self.device)
+            ref[skip] = torch.tensor([float("nan"), float("inf"), float("nan")], dtype=torch.float64,
+                                     device=self.device)
             out[skip[2]] = float("nan")
             finite = torch.isfinite(ref)
             got = fn(out.to(dtype), ref, finite, task.atol, task.rtol)

@@ -1,8 +1,8 @@
 """The harness: judges one kernel on one shape set, truthfully.
 
 `evaluate(task, source, options)` runs the static rules, builds, then `judge`s the library: a fresh worker
-process (`kevolve.judge.worker.serve`, no secrets in its environment) loads it and, for every configuration, is asked for
-three calls — new buffers, the same buffers with new contents, a second set of buffers — each with outputs
+process (`kevolve.judge.worker.serve`, no secrets in its environment) loads it and, for every configuration, is asked
+for three calls — new buffers, the same buffers with new contents, a second set of buffers — each with outputs
 and workspace poisoned with NaN. This process draws the same inputs, computes the reference in float64 on
 its own device, compares the worker's inputs with its own bit for bit after every call, and checks the
 outputs: every element written, finite where the reference is, within tolerance. Only a kernel correct on
@@ -146,7 +146,8 @@ def _out_of_device_memory(ev: Evaluation) -> bool:
     fresh worker. A kernel that itself needs more memory than the device has fails both times. (torch raises
     OutOfMemoryError for device allocations; the CPU target's limits are the worker's own rlimits.)"""
     harness = ev.stage == "load" and (ev.failure or "").startswith("harness:")   # timing the baselines first
-    return not ev.correct and (ev.stage in ("correctness", "timing") or harness) and "OutOfMemoryError" in (ev.failure or "")
+    return (not ev.correct and (ev.stage in ("correctness", "timing") or harness)
+            and "OutOfMemoryError" in (ev.failure or ""))
 
 
 def _judge(j: Judgement) -> Evaluation:

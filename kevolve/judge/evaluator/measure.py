@@ -71,8 +71,8 @@ def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, ch
 
 
 def noisy_bound(failure: str) -> bool:
-    """An outside-clock bound that rests on two rounds' CPU or wall times agreeing (`judge.evaluator.outside`, bounds 2 and
-    3): a busy machine can break it for an honest worker — on this project's 2-core machine, with a test run
+    """An outside-clock bound that rests on two rounds' CPU or wall times agreeing (`judge.evaluator.outside`, bounds 2
+    and 3): a busy machine can break it for an honest worker — on this project's 2-core machine, with a test run
     beside it, an honest kernel's counted rounds burned 13 ms more main-thread CPU than its probe, 0.45 ms of
     kernel calls among them (most of it torch's pool spinning in the cache flush, single-threaded since). Such a
     violation is confirmed by timing the configuration once more before it is a verdict (a worker that forges its

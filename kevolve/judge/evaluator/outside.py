@@ -8,12 +8,13 @@ outside, on clocks the worker cannot write: its own monotonic clock, from writin
 reply (`wall_ms`), and the worker's CPU time as the Linux kernel accounts it — all its threads, exited ones
 included (`clock_getcpuclockid`: `cpu_ms`), and its main thread, which makes every contender's calls
 (`/proc/PID/task/PID/schedstat`: `main_ms`) — read by the evaluator before the request and once it has read
-the round's outputs (`Span`), while an honest worker sits idle on its pipe. It also fixed what each round runs: the counted rounds run every
-contender on `n` fresh input sets; it also asks for *probe* rounds in which a party is *hollow* — each checked
-kernel alone (before the counted rounds), and all contenders together (after them, when there are several): its calls are no-ops, everything around
-them (input draws, poison, flushes, graphs of flushes, snapshots, exports, a torch-ABI kernel's result copies)
-is done as in a counted round (`Session.run_round(hollow=...)`). A party's share of a counted round, seen from
-outside, is the difference between a counted round (the median of them) and its probe.
+the round's outputs (`Span`), while an honest worker sits idle on its pipe. It also fixed what each round runs: the
+counted rounds run every contender on `n` fresh input sets; it also asks for *probe* rounds in which a party is *hollow*
+— each checked kernel alone (before the counted rounds), and all contenders together (after them, when there are
+several): its calls are no-ops, everything around them (input draws, poison, flushes, graphs of flushes, snapshots,
+exports, a torch-ABI kernel's result copies) is done as in a counted round (`Session.run_round(hollow=...)`). A party's
+share of a counted round, seen from outside, is the difference between a counted round (the median of them) and its
+probe.
 
 The bounds (a violation is a rejected verdict that names the bound — of bounds 2 and 3, once a second timing of
 the configuration confirms it, since a busy machine can break them for an honest worker: `harness.noisy_bound`;
@@ -46,8 +47,8 @@ Why a worker cannot escape by doing less: every call of a checked kernel in a co
 is checked against the float64 reference on fresh inputs the evaluator named in that request, so its work
 happens after that request, and is counted by the CPU clock even if the worker defers it past its reply (the
 CPU window closes once the evaluator has read the outputs; the wall window, at the reply); skipping the
-baselines' unchecked calls only makes their outside share smaller. Why a kernel cannot turn this off: the probes and the bounds live in the
-evaluator; the worker learns only which contenders to leave out of a round.
+baselines' unchecked calls only makes their outside share smaller. Why a kernel cannot turn this off: the probes and the
+bounds live in the evaluator; the worker learns only which contenders to leave out of a round.
 
 What it does not guarantee:
 - A worker that *paces itself* — knowing a probe leaves its kernel out, it burns (spins) as much CPU and

@@ -1,8 +1,8 @@
 """torch.compile's baselines compiled by two workers at once, the first time a node compiles a task's shape set.
 
 A worker compiles the torch.compile baseline of every timed shape before the kernel loads (`harness._judge`,
-`Worker.prepare`): on a node whose cache (`judge.evaluator.baseline_cache`) does not hold them yet, 37-41 s of a 60 s CPU
-judgement of layernorm_bwd's `small` set on 2 cores (17 s for the first shape, which builds Inductor's
+`Worker.prepare`): on a node whose cache (`judge.evaluator.baseline_cache`) does not hold them yet, 37-41 s of a 60 s
+CPU judgement of layernorm_bwd's `small` set on 2 cores (17 s for the first shape, which builds Inductor's
 precompiled header, then 1.4 s each). `Precompiler` starts a second worker — the same confinement, environment
 and code, never given a kernel — that compiles the later half of the shapes while the judging worker compiles the
 first half; its caches are then harvested into the node's master and seeded into the judging worker, whose own

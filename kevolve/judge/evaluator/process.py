@@ -14,8 +14,8 @@ child subreaper, so they become its children when the worker dies, and the worke
 tells them from any other child), removes the private directory, and returns how the worker ended if that
 was not a clean exit when asked (a death by signal at teardown is a crash verdict, see `harness.judge`).
 Each worker also gets a unix socket on which its seal's seccomp listener comes back (`confine.seal`); a
-`judge.evaluator.evidence.Supervisor` here answers every call the confinement refuses after the kernel loads and keeps it
-(`forbidden()`), which the harness turns into a rejection.
+`judge.evaluator.evidence.Supervisor` here answers every call the confinement refuses after the kernel loads and keeps
+it (`forbidden()`), which the harness turns into a rejection.
 Not guaranteed: anything about what the worker computed — `checks` decides that.
 """
 from __future__ import annotations
@@ -215,7 +215,8 @@ class WorkerProcess:
         return ended
 
 
-PIDNS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker", "pidns.py")   # started as a script: see there
+# started as a script: see there
+PIDNS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker", "pidns.py")
 
 
 def _worker_in(relay: int) -> int | None:

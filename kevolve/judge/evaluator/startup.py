@@ -78,8 +78,8 @@ def cold(options: Options) -> dict:
 
 
 def fused(task, options: Options, reuse: Reuse | None, info: protocol.Started):
-    """The compiled checks (`judge.evaluator.fused`) where `options.compiled_checks` asks for them — auto: on CUDA, for an
-    evaluator that keeps them across judgements (a search's; one judgement alone would pay the compile for
+    """The compiled checks (`judge.evaluator.fused`) where `options.compiled_checks` asks for them — auto: on CUDA, for
+    an evaluator that keeps them across judgements (a search's; one judgement alone would pay the compile for
     little) — and only for a Landlock-confined worker: the evaluator's Inductor and Triton caches must be out of
     a kernel's reach. None: eager checks."""
     mode = options.compiled_checks

@@ -7,8 +7,8 @@ compares every input set exactly with its own draw, computes each set's float64 
 every checked call's outputs to it within tolerance, checks that no guard was written, and only then asks for
 the next round. The number of rounds is fixed by the worker before the first timed call (`round_plan.plan_rounds`).
 `floor_verdict` is the rule for a time the hardware cannot deliver. Every round is also measured from outside
-(`judge.evaluator.outside`): its wall time and the worker's CPU time on the evaluator's side; besides the counted rounds,
-one probe round per checked kernel before them with its calls left out, and one after them with every call
+(`judge.evaluator.outside`): its wall time and the worker's CPU time on the evaluator's side; besides the counted
+rounds, one probe round per checked kernel before them with its calls left out, and one after them with every call
 left out; never counted, every kernel call in them checked like the rest; a reported time the outside clock refutes is a
 failure naming the bound, a near miss `Timed.near` (the caller times the configuration again).
 
@@ -191,19 +191,19 @@ def _call(worker: WorkerProcess, timeout: float, command: protocol.Command) -> p
     return reply
 
 
-def _verify(checker: Checker, cfg: Case, reply: protocol.Warmed | protocol.TimedRound, variants: list[int], n: int, when: str,
-            other: bool, hollow: tuple[str, ...] = ()) -> str | None:
+def _verify(checker: Checker, cfg: Case, reply: protocol.Warmed | protocol.TimedRound, variants: list[int], n: int,
+            when: str, other: bool, hollow: tuple[str, ...] = ()) -> str | None:
     try:
         return _verify_round(checker, cfg, reply, variants, n, when, other, hollow)
     finally:                            # the round's packed files (`exchange.Packer`), read or not, are let go
         exchange.forget_packs(checker.folder)
 
 
-def _verify_round(checker: Checker, cfg: Case, reply: protocol.Warmed | protocol.TimedRound, variants: list[int], n: int, when: str,
-                  other: bool, hollow: tuple[str, ...] = ()) -> str | None:
+def _verify_round(checker: Checker, cfg: Case, reply: protocol.Warmed | protocol.TimedRound, variants: list[int],
+                  n: int, when: str, other: bool, hollow: tuple[str, ...] = ()) -> str | None:
     """Guards intact; then per input set: the inputs unchanged (compared exactly), its reference computed once
-    (or found in the evaluator's cache: `Checker.timed_set`), and every call's outputs on it within tolerance. The outputs
-    of `hollow` contenders (not called: an outside-clock probe) are discarded unread, and so are the inputs
+    (or found in the evaluator's cache: `Checker.timed_set`), and every call's outputs on it within tolerance. The
+    outputs of `hollow` contenders (not called: an outside-clock probe) are discarded unread, and so are the inputs
     when no checked call is left."""
     for who, over in reply.overruns.items():
         if over and who not in hollow:
@@ -219,7 +219,8 @@ def _verify_round(checker: Checker, cfg: Case, reply: protocol.Warmed | protocol
             exchange.discard(handles, checker.folder)
         return None
     for i, v in enumerate(variants):
-        if not by_slot[i]:              # no checked call on this set (a probe): its inputs compared exactly all the same
+        # no checked call on this set (a probe): its inputs compared exactly all the same
+        if not by_slot[i]:
             with checker.clock("reference", f"inputs {cfg.id} {when} set {i + 1}"):
                 mine = checker.task.make_inputs(cfg, checker.device, v)
             expected = None

@@ -73,7 +73,8 @@ def prepare(j: Judgement, plan: dict[int, dict], info: protocol.Started, helper)
     return None
 
 
-def time_alone(j: Judgement, checker: Checker, plan: dict[int, dict], known_baselines: BaselineTimes | None) -> str | None:
+def time_alone(j: Judgement, checker: Checker, plan: dict[int, dict],
+               known_baselines: BaselineTimes | None) -> str | None:
     """Times every configuration's `wanted` baselines alone, in this worker before the kernel's library is
     loaded, as each entry's `clean` times: no code of the candidate has run in the process yet, so nothing it
     does can have slowed torch down. A kernel that reaches CPython by pointer arithmetic (no static layer can

@@ -3,8 +3,8 @@ structures named in strings or numbers.
 
 C reaches any function of any loaded library from the address of one it may call: cast it to an integer or a
 byte pointer, step back to the library's ELF header, walk its dynamic section to the symbol table, and look up
-any other (docs/decisions/judge.md, "Issue 37: reaching code by address"). `violations(toks)` reads the user's preprocessed tokens (`judge.static.tokens`) and returns
-(rule, line, reason) for:
+any other (docs/decisions/judge.md, "Issue 37: reaching code by address"). `violations(toks)` reads the user's
+preprocessed tokens (`judge.static.tokens`) and returns (rule, line, reason) for:
 - `function-address`: a function designator — a name the file calls or launches, a library function, a
   variable or parameter declared as a function pointer or assigned one, `stdout`/`stderr` — that is cast to an
   integer or a data pointer (C casts, `*_cast<...>`, `bit_cast`, `__builtin_bit_cast`, functional casts such as

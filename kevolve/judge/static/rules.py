@@ -10,12 +10,12 @@ macro stacking, `#line` and GNU line markers, which would make user code look li
 Then on the *preprocessed* token stream (`judge.static.tokens`: the toolchain's own preprocessor with the build's
 flags, then a real C++ tokenizer): every identifier of the user's file (tokens of system headers are skipped
 by the line markers, but a header's macro expanded in user code is user code) is looked up in the
-vocabulary (`judge.static.vocabulary`) — any use, not only `name(`: taking its address, `(f)(x)`, a `(` on the next line, a
-macro; members (`x.open`, `p->write`) are not uses, except the fields of an access-policy window
+vocabulary (`judge.static.vocabulary`) — any use, not only `name(`: taking its address, `(f)(x)`, a `(` on the next
+line, a macro; members (`x.open`, `p->write`) are not uses, except the fields of an access-policy window
 (`MEMBERS_FORBIDDEN`: `.accessPolicyWindow`, `.hitProp`, `.missProp`, `.hitRatio`). Token sequences catch
 `std::thread` and friends, attributes however spelled (`__attribute__((__constructor__))`,
-`[[gnu::constructor]]`, `alias`, `section`), asm labels and file-scope asm, `extern "C"` declarations other than the entry point (however spelled), and
-`#pragma`s outside an allow-list (`#pragma weak`, `redefine_extname` bind names).
+`[[gnu::constructor]]`, `alias`, `section`), asm labels and file-scope asm, `extern "C"` declarations other than the
+entry point (however spelled), and `#pragma`s outside an allow-list (`#pragma weak`, `redefine_extname` bind names).
 
 A library's own structures are vocabulary too (`library-walk`: `Elf64_*`, `link_map`, `DT_*`, `PT_*`, the
 auxiliary vector, the ELF structs' field names as members), and `judge.static.reach` reads the same tokens for a
@@ -59,8 +59,8 @@ REASONS = {"constructor": "runs code at load or unload time, outside the harness
                        "yourself reaches what the headers don't give",
            "preprocessor": REASON_PREPROCESSOR}
 TORCH_RULES: tuple[tuple[str, str, str], ...] = (
-    ("aten-fallback", r"\b(at|torch)\s*::\s*(matmul|mm|bmm|layer_norm|native_layer_norm\w*|rms_norm|softmax|log_softmax|"
-                      r"cross_entropy\w*|nll_loss\w*|linear|conv\w*|var_mean|var|mean|sum|std)\s*\(|"
+    ("aten-fallback", r"\b(at|torch)\s*::\s*(matmul|mm|bmm|layer_norm|native_layer_norm\w*|rms_norm|softmax|"
+                      r"log_softmax|cross_entropy\w*|nll_loss\w*|linear|conv\w*|var_mean|var|mean|sum|std)\s*\(|"
                       r"\.\s*(layer_norm|softmax|log_softmax|mean|sum|var|matmul|mm)\s*\(",
      "calls a torch operator that computes the task: the kernel must compute it itself"),
 )
@@ -254,7 +254,8 @@ def _extern_c_problems(toks: list, i: int) -> list[tuple[str, int, str]]:
             depth += b.text in "({[" and len(b.text) == 1
             depth -= b.text in ")}]" and len(b.text) == 1
             if depth == 0 and (b.text == ";" or (b.text == "}" and b.kind == "punct")):
-                items.append(body[start:k + 1]); start = k + 1
+                items.append(body[start:k + 1])
+                start = k + 1
         items.append(body[start:])
         return [p for item in items if item for p in _c_item(item, lit.line)]
     return _c_item(toks[j:], lit.line)

@@ -53,26 +53,32 @@ def blank_comments_and_strings(src: str) -> str:
         if c == "/" and nxt == "/":
             j = src.find("\n", i)
             j = n if j < 0 else j
-            out.append(" " * (j - i)); i = j
+            out.append(" " * (j - i))
+            i = j
         elif c == "/" and nxt == "*":
             j = src.find("*/", i + 2)
             j = n if j < 0 else j + 2
-            out.append(_spaces(src[i:j])); i = j
+            out.append(_spaces(src[i:j]))
+            i = j
         elif c == '"' and re.search(r"(?<![\w])(u8|[uUL])?R$", src[max(0, i - 3):i]):
             m = re.match(r'"([^ ()\\\t\n]{0,16})\(', src[i:])
             close = src.find(f"){m.group(1)}\"", i) if m else -1
             j = n if close < 0 else close + len(m.group(1)) + 2
-            out.append('"' + _spaces(src[i + 1:j - 1]) + '"'); i = j
+            out.append('"' + _spaces(src[i + 1:j - 1]) + '"')
+            i = j
         elif c == "'" and _in_number(src, i):
-            out.append(c); i += 1
+            out.append(c)
+            i += 1
         elif c in "\"'":
             j = i + 1
             while j < n and src[j] != c and src[j] != "\n":
                 j += 2 if src[j] == "\\" else 1
             j = min(j + 1, n)
-            out.append(c + " " * (j - i - 2) + (src[j - 1] if j - i >= 2 else "")); i = j
+            out.append(c + " " * (j - i - 2) + (src[j - 1] if j - i >= 2 else ""))
+            i = j
         else:
-            out.append(c); i += 1
+            out.append(c)
+            i += 1
     return "".join(out)
 
 
@@ -94,16 +100,19 @@ def directives(text: str, code: str, target: str, abi: str, add) -> bool:
     problems = 0
     for lineno, line in enumerate(code.split("\n"), 1):
         if "##" in line or re.search(r"^\s*#\s*(include_next|import|pragma\s+(push_macro|pop_macro))\b", line):
-            add("preprocessor", lineno, REASON_PREPROCESSOR); problems += 1
+            add("preprocessor", lineno, REASON_PREPROCESSOR)
+            problems += 1
         if re.match(r"\s*#\s*(line\b|\d)", line):
             add("preprocessor", lineno, "#line or a line marker would make the code after it look like a system "
-                                        "header's"); problems += 1
+                                        "header's")
+            problems += 1
         if re.match(r"\s*#\s*include\b", line):   # a directive in code, not in a comment
             m = re.match(r"\s*#\s*include\s*([<\"])([^>\"]+)[>\"]", text_lines[lineno - 1])
             reason = (include_problem(m.group(1), m.group(2).strip(), target, abi) if m else
                       "#include must name a header in <...> (a computed include could name any file)")
             if reason:
-                add("include", lineno, reason); problems += 1
+                add("include", lineno, reason)
+                problems += 1
     return problems == 0
 
 

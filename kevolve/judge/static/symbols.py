@@ -89,7 +89,8 @@ CUDA_PREFIXES = ("cudaOccupancy", "cudaEvent")
 FORBIDDEN_INSIDE = re.compile(r"HostNode|HostFunc|Callback|EntryPoint|ExportTable|Ipc|Managed|Persisting|UserObject|"
                               r"GraphAddNode|Graph(Exec)?NodeSetParams|NodeSetAttribute|NodeCopyAttributes|"
                               r"Stream(Set|Copy)Attribute|AccessPolicy|Graphics|DebugDotPrint")
-INIT_OK = re.compile(r"^(frame_dummy|__do_global_dtors_aux|_ZL\d+__sti____cudaRegisterAllv|__sti____cudaRegisterAll\w*)$")
+INIT_OK = re.compile(r"^(frame_dummy|__do_global_dtors_aux|_ZL\d+__sti____cudaRegisterAllv|"
+                     r"__sti____cudaRegisterAll\w*)$")
 INIT_SECTIONS = (".init_array", ".fini_array", ".ctors", ".dtors", ".preinit_array")
 SYSCALL_INSN = re.compile(r"\t(syscall|sysenter)\b|\tint\s+\$0x80\b")
 
@@ -154,7 +155,8 @@ def libm() -> frozenset[str]:
         out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return frozenset()
-    return frozenset(line.split()[-1].split("@")[0] for line in out.splitlines() if line.split()[1:2] in (["T"], ["W"], ["i"]))
+    return frozenset(line.split()[-1].split("@")[0] for line in out.splitlines()
+                     if line.split()[1:2] in (["T"], ["W"], ["i"]))
 
 
 def undefined(lib: str) -> list[str]:

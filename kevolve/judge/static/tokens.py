@@ -11,8 +11,8 @@ other directives (`#pragma`) come out as one `directive` token.
 
 Guarantees: every token of the main file is marked `user=True` with its line in the original source. Text
 from headers and the command line is not lexed: each stretch of it is one `header` token (`user=False`), which
-tells the rules that user code is not contiguous there. A source that does not preprocess gives `PreprocessError` with the
-compiler's message (the build would fail the same way). Not guaranteed: meaning — this is lexing, not
+tells the rules that user code is not contiguous there. A source that does not preprocess gives `PreprocessError` with
+the compiler's message (the build would fail the same way). Not guaranteed: meaning — this is lexing, not
 parsing; the rules built on it (`judge.static.rules`) decide what a token sequence means.
 """
 from __future__ import annotations
@@ -47,8 +47,8 @@ class Token:
         return m.group(1) if m else self.text
 
 
-_PUNCT = sorted("""%:%: ... <=> <<= >>= ->* :: ## -> ++ -- << >> <= >= == != && || += -= *= /= %= &= |= ^= .* <: :> <% %>
-    %: { } [ ] ( ) ; : ? . + - * / % ^ & | ~ ! = < > , #""".split(), key=len, reverse=True)
+_PUNCT = sorted("""%:%: ... <=> <<= >>= ->* :: ## -> ++ -- << >> <= >= == != && || += -= *= /= %= &= |= ^= .* <: :>
+    <% %> %: { } [ ] ( ) ; : ? . + - * / % ^ & | ~ ! = < > , #""".split(), key=len, reverse=True)
 _DIGRAPH = {"<:": "[", ":>": "]", "<%": "{", "%>": "}", "%:": "#", "%:%:": "##"}
 _IDENT = re.compile(r"[A-Za-z_\$\x80-\U0010FFFF][\w\$\x80-\U0010FFFF]*")
 _NUMBER = re.compile(r"\.?\d(?:[eEpP][+-]|'[\w]|[\w.])*")

@@ -33,8 +33,8 @@ VOCABULARY: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {
                           "popen pclose daemon wait waitpid wait3 wait4 waitid".split()), ("posix_spawn",)),
     "file": ("touches files: a kernel reads only its arguments (if this is your own variable, rename it)",
              frozenset("fopen freopen fdopen open openat openat2 creat unlink unlinkat mkdir mkdirat rmdir opendir "
-                       "fdopendir readdir scandir readlink readlinkat truncate ftruncate stat lstat fstat fstatat statx "
-                       "access faccessat eaccess euidaccess chmod fchmod fchmodat chown fchown lchown fchownat "
+                       "fdopendir readdir scandir readlink readlinkat truncate ftruncate stat lstat fstat fstatat "
+                       "statx access faccessat eaccess euidaccess chmod fchmod fchmodat chown fchown lchown fchownat "
                        "symlink symlinkat link linkat rename renameat renameat2 read write pread pwrite readv writev "
                        "preadv pwritev close close_range lseek dup dup2 dup3 fcntl ioctl pipe pipe2 sendfile splice "
                        "tee vmsplice fsync fdatasync sync syncfs mkfifo mknod mknodat tmpfile tmpnam tempnam mkstemp "
@@ -76,8 +76,9 @@ VOCABULARY: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {
                    frozenset("__builtin_return_address __builtin_frame_address __builtin_extract_return_addr "
                              "__builtin_apply __builtin_apply_args backtrace _Unwind_Backtrace".split()), ()),
     "host-memory": ("allocates managed or pinned host memory; use the workspace the harness passes",
-                    frozenset("cudaMallocManaged cudaHostAlloc cudaMallocHost cudaHostRegister cudaHostGetDevicePointer "
-                              "cuMemAllocManaged cuMemHostAlloc cuMemHostRegister".split()), ()),
+                    frozenset("cudaMallocManaged cudaHostAlloc cudaMallocHost cudaHostRegister "
+                              "cudaHostGetDevicePointer cuMemAllocManaged cuMemHostAlloc "
+                              "cuMemHostRegister".split()), ()),
     "device-reset": ("changes device-wide state that the harness owns",
                      frozenset("cudaDeviceReset cudaSetDevice cudaDeviceSetLimit cudaSetDeviceFlags cudaThreadExit "
                                "cudaDeviceSetCacheConfig cudaDeviceSetSharedMemConfig cudaDeviceSetMemPool "

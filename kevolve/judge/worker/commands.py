@@ -40,14 +40,15 @@ class Worker:
         """Loads the task and the kernel `lib`, confined first; `also`: libraries loaded later by `load_other`
         (`harness.compare`), which the confinement must let this process read. `load=False` leaves the kernel
         for `load`, after `prepare` and `seal` (the harness's order: the kernel's code runs only sealed).
-        `evict`: the evictor's library (`judge.worker.evict`), loaded here, before the confinement and any candidate code,
-        for the CPU clock's `cpu_flush` mode `lines`. `strict_cuda=False` (the default until the strict order has
+        `evict`: the evictor's library (`judge.worker.evict`), loaded here, before the confinement and any candidate
+        code, for the CPU clock's `cpu_flush` mode `lines`. `strict_cuda=False` (the default until the strict order has
         passed the gpu tests on an H200, `Options.strict_cuda`): on CUDA the driver starts before the confinement,
         as it long did, so its threads predate Landlock (seccomp still covers them)."""
         import torch
         from kevolve.task.precision import set_strict_float32
         from kevolve.task.load import load_task
-        set_strict_float32()                        # torch's baselines in IEEE float32, as the task filters compute them
+        # torch's baselines in IEEE float32, as the task filters compute them
+        set_strict_float32()
         self.target, self.abi, self.exchange = target, abi, Path(exchange)
         self.device = "cuda" if target == "cuda" else "cpu"
         self.task = load_task(task_dir)
@@ -131,10 +132,11 @@ class Worker:
         from kevolve.judge.build import cuda_home
         tmp = os.environ.get("TMPDIR", "")
         if not Path(tmp, ".kevolve-worker").exists():
-            raise RuntimeError("the worker has no private TMPDIR (start it through judge.evaluator.process.WorkerProcess)")
+            raise RuntimeError("the worker has no private TMPDIR "
+                               "(start it through judge.evaluator.process.WorkerProcess)")
         root = str(ROOT.resolve())
-        readable = [str(self.task.dir), *(os.path.dirname(os.path.realpath(lib)) for lib in libs), cuda_home(), sys.prefix,
-                    sys.base_prefix, sys.exec_prefix, str(ROOT / "kevolve"), str(ROOT / "tasks")]
+        readable = [str(self.task.dir), *(os.path.dirname(os.path.realpath(lib)) for lib in libs), cuda_home(),
+                    sys.prefix, sys.base_prefix, sys.exec_prefix, str(ROOT / "kevolve"), str(ROOT / "tasks")]
         readable += [p for p in sys.path if p and os.path.realpath(p) != root]
         # the repository's own package metadata (an editable install's), which importlib.metadata reads when torch
         # looks up entry points after the kernel loads: a refused read there was once blamed on an honest kernel
@@ -232,7 +234,8 @@ class Worker:
         rounds = plan_rounds(reps, n, self.target == "cuda", budget_s, baseline_ms or slowest,
                              set_bytes(self.task, sizes))
         clock = {name: session.kind.get(name, "wall") for name in session.calls}
-        seconds = {f"setup {k}": v for k, v in {"baselines": prepared, "allocate": allocated, **session.seconds}.items()}
+        seconds = {f"setup {k}": v
+                   for k, v in {"baselines": prepared, "allocate": allocated, **session.seconds}.items()}
         return {**warm, "rounds": rounds, "calls": n, "inputs": len(session.slots), "warm": len(warm["input_handles"]),
                 "clock": clock,
                 "notes": {**notes, **session.notes}, "worker_s": seconds}

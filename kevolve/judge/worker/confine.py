@@ -86,7 +86,8 @@ def confine(readable: list[str], writable: list[str], target: str, limits: dict 
     report: dict = {"missing": {}}
     early = _other_threads()                  # before anything here: they escape what is per thread below
     if early:
-        report["missing"]["threads"] = (f"{len(early)} thread(s) started before the confinement ({', '.join(early[:4])}):"
+        report["missing"]["threads"] = (f"{len(early)} thread(s) started before the confinement "
+                                        f"({', '.join(early[:4])}):"
                                         " Landlock, no_new_privs and the dropped capabilities hold only on threads "
                                         "started after it (seccomp is synchronised to every thread)")
     _mark()

@@ -56,7 +56,8 @@ def main() -> None:
     cpus.pin_from_env()                              # before any thread starts: every later one inherits it
     import torch  # noqa: F401  (before the first request: a spare worker is ready when it is handed work)
     import kevolve.task.abi, kevolve.task.spec, kevolve.judge.worker.timing  # noqa: F401,E401
-    gc.freeze()             # the imports' objects out of the collector's reach: its later passes scan only what comes after
+    # the imports' objects out of the collector's reach: its later passes scan only what comes after
+    gc.freeze()
     proto = os.fdopen(os.dup(1), "w", buffering=1)   # the protocol pipe
     os.dup2(2, 1)                                    # the candidate's printf goes to stderr
     worker = Worker()

@@ -11,9 +11,9 @@ fails, as n queued calls, each a sample, whose input set is filled and outputs p
 decoy fill of every set: `_queued_calls`), then one synced call on input set n for the latency column; on the CPU
 calls are interleaved one by one, each input set filled and its outputs poisoned just before its calls (so no
 call can compute a later call's outputs ahead), and each checked output is copied the moment the call returns
-(work a call leaves to a thread after returning is not in the copy). A torch-ABI kernel's call is the extension's call alone: what it returns is kept
-and copied into that call's checked buffers after the round (on the CPU, the moment it returns), outside the timed interval
-(`_store_returned`).
+(work a call leaves to a thread after returning is not in the copy). A torch-ABI kernel's call is the extension's call
+alone: what it returns is kept and copied into that call's checked buffers after the round (on the CPU, the moment it
+returns), outside the timed interval (`_store_returned`).
 
 Guarantees: the number of rounds is fixed before the first timed call, from `reps` and the baselines'
 warm-up time (never the kernel's); warm-up calls are poisoned and checked like the rest. This module
@@ -164,7 +164,8 @@ class Session:
             except Exception as e:                       # noqa: BLE001 — any refusal means: time it queued
                 self.kind[name] = "queued"
                 if name != "_null":
-                    self.notes[name] = f"not capturable in a CUDA graph, timed queued: {type(e).__name__}: {str(e)[:200]}"
+                    self.notes[name] = ("not capturable in a CUDA graph, timed queued: "
+                                        f"{type(e).__name__}: {str(e)[:200]}")
                     self._clear_error(call)
         self.w._sync()
 
@@ -182,8 +183,8 @@ class Session:
 
     # ------------------------------------------------------------------ one round
     def run_round(self, variants: list[int], hollow: list[str] | tuple = ()) -> dict:
-        """One round; the contenders named in `hollow` (a probe of `judge.evaluator.outside`) are replaced by no-ops that
-        cost what everything around their calls costs — the same flushes, graph of flushes, snapshots and
+        """One round; the contenders named in `hollow` (a probe of `judge.evaluator.outside`) are replaced by no-ops
+        that cost what everything around their calls costs — the same flushes, graph of flushes, snapshots and
         exports — so that the evaluator's outside clock sees the round without their calls. A hollow round is
         never counted."""
         self.seconds = {}
@@ -360,7 +361,8 @@ class Session:
                 outputs.append({"who": name, "slot": i, "variant": v, "when": when,
                                 "handles": export(out, f"{self.config}.t{self.round}.{name}.{i}")})
         self.snapshots = None
-        inputs = [export(s["inputs"], f"{self.config}.t{self.round}.in.{i}") for i, s in enumerate(self.slots[:len(variants)])]
+        inputs = [export(s["inputs"], f"{self.config}.t{self.round}.in.{i}")
+                  for i, s in enumerate(self.slots[:len(variants)])]
         if packer is not None:
             packer.close()
         return {"outputs": outputs, "input_handles": inputs, "overruns": self._overruns()}

@@ -157,8 +157,8 @@ class CpuClock:
     `LLC_FLUSH_CAP`) is rewritten before every call, which also evicts what the contender allocates itself, at a
     cost that grows with the host's cache (99 ms a call on a 300 MiB L3). Either runs on the calling thread alone:
     torch's `fill_` splits a fill over its intra-op threads, and on a loaded machine the main thread then spins at
-    the pool's barrier for a preempted helper — noise that the outside clock's under bound (`judge.evaluator.outside`) would
-    charge to the kernel. `flushed_bytes` and `flush_s` count the eviction's work."""
+    the pool's barrier for a preempted helper — noise that the outside clock's under bound (`judge.evaluator.outside`)
+    would charge to the kernel. `flushed_bytes` and `flush_s` count the eviction's work."""
 
     def __init__(self, evictor=None, mode: str = "lines"):
         if mode not in CPU_FLUSH:

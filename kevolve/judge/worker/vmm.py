@@ -83,7 +83,8 @@ class _Mapping:
         lib = _lib()
         prop = _Prop(type=_PINNED, location=_Location(type=_DEVICE, id=device))
         gran = ctypes.c_size_t()
-        _check(lib.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), 0), "cuMemGetAllocationGranularity")
+        _check(lib.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), 0),
+               "cuMemGetAllocationGranularity")
         g = gran.value
         self.span = max(g, -(-nbytes // g) * g)
         self.reserved = self.span + g                       # one unmapped granule after the mapped span
