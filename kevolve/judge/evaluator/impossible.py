@@ -63,9 +63,9 @@ def input_bytes(task, sizes: dict[str, int]) -> int:
 def verdict(limits: Limits, task, sizes: dict[str, int], kernel_ms: float) -> str | None:
     """Why `kernel_ms` per call is impossible for these sizes, or None."""
     if limits.trivial_ms and kernel_ms < TRIVIAL_SHARE * limits.trivial_ms:
-        return (f"timed at {kernel_ms * 1e3:.3f} us per call, under {TRIVIAL_SHARE:g}x the {limits.trivial_ms * 1e3:.3f}"
-                " us the same clock gave a native call that does nothing: a time no call takes — forged, or "
-                "hidden from the clock")
+        return (f"timed at {kernel_ms * 1e3:.3f} us per call, under {TRIVIAL_SHARE:g}x the "
+                f"{limits.trivial_ms * 1e3:.3f} us the same clock gave a native call that does nothing: a time no "
+                "call takes — forged, or hidden from the clock")
     if limits.peak_gbs:
         floor_ms = input_bytes(task, sizes) / (limits.peak_gbs * 1e9) * 1e3
         if kernel_ms < floor_ms:

@@ -26,10 +26,10 @@ def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, ch
     from before the kernel loaded (`torch_baselines.time_alone`), so a kernel that slows torch in its own process gains
     nothing by it. The rounds are fixed from the baselines' time, never the kernel's.
     Every timed call of the kernel is checked (`judge.evaluator.timed`); a time under 0.8× the memory floor is a
-    rejection, one under the floor is timed again; a time under `limits` (`judge.evaluator.impossible`: the trivial
-    call, the memory floor at peak) is a rejection on every configuration. Returns the measurements, the configuration that failed
-    (a wrong timed call, an impossible time), whether baseline times were reused, and the speedup's 95%
-    bootstrap interval."""
+    rejection, one under the floor is timed again; a time under `limits` (`judge.evaluator.impossible`: the
+    trivial call, the memory floor at peak) is a rejection on every configuration. Returns the measurements,
+    the configuration that failed (a wrong timed call, an impossible time), whether baseline times were reused,
+    and the speedup's 95% bootstrap interval."""
     task, configs, options, worker, clock = j.task, j.configs, j.options, j.worker, j.clock
     out, reused, pairs = [], False, []
     for i, (cfg, m) in enumerate(bar(list(zip(configs, measurements)), "timing")):
