@@ -61,11 +61,13 @@ class Done(Reply):
 
 @dataclass(frozen=True)
 class Started(Reply):
-    """`Init`'s reply: the device, its copy bandwidth, its UUID (CUDA) and what the confinement holds."""
+    """`Init`'s reply: the device, its copy bandwidth, its UUID (CUDA) and what the confinement holds; `peak_gbs`:
+    the device memory's peak bandwidth from its properties (CUDA; None where they do not say)."""
     device: str
     bandwidth_gbs: float
     uuid: str | None = None
     confinement: dict | None = None
+    peak_gbs: float | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,12 @@ class TimedRound(Reply):
     times: dict
     worker_s: dict
     work: dict
+
+
+@dataclass(frozen=True)
+class TrivialTimes(Reply):
+    """`Trivial`'s reply: ms per call of a native function that does nothing, timed as a kernel's calls are."""
+    samples: list
 
 
 @dataclass(frozen=True)
@@ -232,6 +240,14 @@ class Release(Command):
 
 
 @dataclass(frozen=True)
+class Trivial(Command):
+    """Time `n` calls of a function that does nothing (`Worker.trivial`); sent before the kernel loads."""
+    name: ClassVar[str] = "trivial"
+    reply: ClassVar[type[Reply]] = TrivialTimes
+    n: int
+
+
+@dataclass(frozen=True)
 class TimeSetup(Command):
     name: ClassVar[str] = "time_setup"
     reply: ClassVar[type[Reply]] = Warmed
@@ -271,22 +287,8 @@ class Exit(Command):
 
 
 COMMANDS: dict[str, type[Command]] = {c.name: c for c in (Init, SetConfigs, IpcProbe, SetExchange, Prepare, Seal,
-                                                           Load, LoadOther, Check, Release, TimeSetup, TimeRound,
-                                                           TimeUpload, TimeEnd, Exit)}
-
-
-def fingerprint(t) -> str:
-    """A cheap checksum of a tensor's bytes, computed where the tensor lives (only a number crosses to the host):
-    the integer sum of its 32-bit words (bytes when its size is not a multiple of 4). It tells the evaluator
-    that the worker drew the same inputs — a harness self-check, not a defence: whether a kernel modified
-    an input is decided by the evaluator comparing the buffer itself, exactly (`exchange.read` + `torch.equal`)."""
-    import torch
-    flat = t.detach().reshape(-1).contiguous()
-    if not flat.numel():
-        return "0:0"
-    raw = flat.view(torch.uint8)
-    words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
-    return f"{raw.numel()}:{int(torch.sum(words, dtype=torch.int64))}"
+                                                           Load, LoadOther, Check, Release, Trivial, TimeSetup,
+                                                           TimeRound, TimeUpload, TimeEnd, Exit)}
 
 
 # ---------------------------------------------------------------------- the wire

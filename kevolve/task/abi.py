@@ -44,11 +44,12 @@ def c_prototype(task: Task, target: str) -> str:
 class CKernel:
     """A built shared library with the C ABI, loaded into this process."""
 
-    def __init__(self, lib_path: str, task: Task, target: str):
+    def __init__(self, lib_path: str, task: Task, target: str, symbol: str | None = None):
+        """`symbol`: the entry point (default: the task's direction), bound with the task's C signature."""
         self.task, self.target = task, target
         self.lib = ctypes.CDLL(lib_path, mode=ctypes.RTLD_LOCAL)
         try:
-            self.fn = getattr(self.lib, task.direction)
+            self.fn = getattr(self.lib, symbol or task.direction)
         except AttributeError:
             raise LookupError(f'the library exports no `extern "C" int {task.direction}(...)`') from None
         argtypes = [ctypes.c_void_p] * (len(task.inputs) + len(task.outputs))

@@ -14,7 +14,8 @@ def test_every_command_round_trips():
                               also=("b.so",)),
                 protocol.SetConfigs("small"), protocol.IpcProbe(), protocol.SetExchange(True),
                 protocol.Prepare(0, ("eager",)), protocol.Seal(None), protocol.Load(), protocol.LoadOther("b", None),
-                protocol.Check(1, 2, True), protocol.Release(), protocol.TimeSetup(0, ("eager",), 7, 10, 100),
+                protocol.Check(1, 2, True), protocol.Release(), protocol.Trivial(200),
+                protocol.TimeSetup(0, ("eager",), 7, 10, 100),
                 protocol.TimeRound((1, 2), ("kernel",)), protocol.TimeUpload(), protocol.TimeEnd(), protocol.Exit()]
     assert {type(c) for c in commands} == set(protocol.COMMANDS.values())
     for c in commands:

@@ -58,7 +58,7 @@ class Checker:
     def reference(self, cfg: Case, variant: int, inputs: dict | None = None) -> tuple[dict, tuple]:
         """The inputs' fingerprints (`worker.fingerprint`) and, per output, the float64 reference and where it is
         finite (None: all of it, the usual case) for inputs `variant` of `cfg` (`inputs`, when drawn already)."""
-        from kevolve.judge.protocol import fingerprint
+        from kevolve.judge.exchange import fingerprint
 
         def compute():
             drawn = inputs if inputs is not None else self.task.make_inputs(cfg, self.device, variant)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kevolve.judge import build as builder
 from kevolve.judge import exchange, protocol
-from kevolve.judge.evaluator import gpu_lock, measure, precompile, startup, torch_baselines
+from kevolve.judge.evaluator import gpu_lock, impossible, measure, precompile, startup, torch_baselines
 from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.evaluator.judgement import Judgement
 from kevolve.judge.evaluator.compare import compare  # noqa: F401 (the judge's second entry point, imported from here)
@@ -195,6 +195,7 @@ def _judge(j: Judgement) -> Evaluation:
             failure = f"the worker died timing the torch baselines, before the kernel loaded: {e.kind}: {e.detail}"
         if failure:
             return verdict("load", f"harness: {failure}")
+        limits = impossible.measure(worker, info, options.target) if options.time_kernel else impossible.Limits()
         failure = startup.seal_and_load(worker, options, clock)
         if failure:
             return verdict("load", f"load error: {failure}")
@@ -207,7 +208,7 @@ def _judge(j: Judgement) -> Evaluation:
             worker.call(protocol.Release(), 60)
         if options.time_kernel:
             done, wrong, seen["reused"], ci = measure.time_all(j, seen["measurements"], seen["bandwidth"], checker,
-                                                               plan)
+                                                               plan, limits)
             if wrong is not None:
                 return verdict("timing", f"{wrong.config}: {wrong.failure}", done + [wrong])
             seen["measurements"], seen["ci"] = done, ci

@@ -8,7 +8,7 @@ of its interleaved time and its time alone before the kernel loaded. Called by t
 """
 from __future__ import annotations
 
-from kevolve.judge.evaluator import noise, timed
+from kevolve.judge.evaluator import impossible, noise, timed
 from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.evaluator.judgement import Judgement
 from kevolve.judge.evaluator.reuse import Baselines
@@ -18,16 +18,18 @@ from kevolve.progress import bar
 
 
 def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, checker: Checker,
-             plan: dict[int, dict]) -> tuple[list[Measurement], Measurement | None, bool, tuple | None]:
+             plan: dict[int, dict], limits: impossible.Limits = impossible.Limits()
+             ) -> tuple[list[Measurement], Measurement | None, bool, tuple | None]:
     """Times one configuration per (shape, init) — per shape with time_inits="first" — the first seed's.
     Baselines timed recently by this evaluator (`plan`'s `known`) are reused, and only the kernel is timed;
     otherwise they are timed interleaved with it and each counts at the faster of that and its `clean` time
     from before the kernel loaded (`torch_baselines.time_alone`), so a kernel that slows torch in its own process gains
     nothing by it. The rounds are fixed from the baselines' time, never the kernel's.
     Every timed call of the kernel is checked (`judge.evaluator.timed`); a time under 0.8× the memory floor is a
-    rejection, one under the floor is timed again. Returns the measurements, the configuration that failed
-    (a wrong timed call, an impossible time), whether baseline times were reused, and the speedup's 95%
-    bootstrap interval."""
+    rejection, one under the floor is timed again; a time under `limits` (`judge.evaluator.impossible`: the
+    trivial call, the memory floor at peak) is a rejection on every configuration. Returns the measurements,
+    the configuration that failed (a wrong timed call, an impossible time), whether baseline times were reused,
+    and the speedup's 95% bootstrap interval."""
     task, configs, options, worker, clock = j.task, j.configs, j.options, j.worker, j.clock
     out, reused, pairs = [], False, []
     for i, (cfg, m) in enumerate(bar(list(zip(configs, measurements)), "timing")):
@@ -55,6 +57,9 @@ def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, ch
                                    f"memory floor ({floor_ms * 1e3:.1f} us at {bandwidth:.0f} GB/s): no kernel moves "
                                    f"{task.floor(cfg.size_dict)} bytes that fast — work skipped, or hidden from the "
                                    "clock", t.checked_calls), reused, None
+        why = impossible.verdict(limits, task, cfg.size_dict, kernel_ms)
+        if why:
+            return out, _failed(m, why, t.checked_calls), reused, None
         base = known or Baselines.of(t, wanted, notes).faster(clean)
         mine = Measurement(**{**m.__dict__, "kernel": Stats.of(t.samples["kernel"]), "floor_ms": floor_ms,
                               "checked_calls": t.checked_calls})

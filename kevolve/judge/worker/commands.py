@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from kevolve.judge.protocol import fingerprint
+from kevolve.judge.exchange import fingerprint
 from kevolve.judge.worker.baselines import compiled_baseline
 from kevolve.judge.worker.buffers import allocate, overruns, poison_all
 from kevolve.judge.worker.calls import cpu_name, fill_uninitialized, profiled_range
@@ -31,6 +31,7 @@ class Worker:
         self.ipc = False                            # outputs through CUDA IPC (set_exchange) or files
         self.evictor = None                         # the CPU clock's cache-line evictor (`judge.worker.evict`)
         self.cpu_flush = "lines"
+        self.evict_path = None                      # the evictor's library: its no-op is the trivial call (`trivial`)
 
     # ------------------------------------------------------------------ commands
     def init(self, task_dir: str, lib: str, abi: str, target: str, module: str | None, exchange: str,
@@ -55,7 +56,7 @@ class Worker:
         if target == "cpu" and cpu_flush == "lines":
             from kevolve.judge.worker.evict import Evictor
             if evict:
-                self.evictor = Evictor(evict)
+                self.evictor, self.evict_path = Evictor(evict), evict
             else:
                 print("kevolve worker: no cache-line evictor could be built here (no C compiler?); timed CPU calls "
                       "are made cold by rewriting 2 x the LLC instead (cpu_flush=llc)", file=sys.stderr, flush=True)
@@ -75,7 +76,8 @@ class Worker:
             self.load()
         name = torch.cuda.get_device_name() if target == "cuda" else cpu_name()
         uuid = str(torch.cuda.get_device_properties(0).uuid) if target == "cuda" else None
-        return {"device": name, "bandwidth_gbs": self._bandwidth(), "uuid": uuid, "confinement": self.confinement}
+        return {"device": name, "bandwidth_gbs": self._bandwidth(), "uuid": uuid, "confinement": self.confinement,
+                "peak_gbs": self._peak()}
 
     def _start_cuda(self) -> None:
         """The CUDA driver and runtime started (their threads with them), and the runtime's handle found once."""
@@ -310,3 +312,35 @@ class Worker:
     def _bandwidth(self) -> float:
         from kevolve.judge.worker import timing
         return timing.copy_bandwidth(self.device)
+
+    def _peak(self) -> float | None:
+        """The device memory's peak bandwidth in GB/s from its properties (double data rate × bus width), or None
+        (the CPU, or properties that do not say)."""
+        if self.target != "cuda":
+            return None
+        import torch
+        p = torch.cuda.get_device_properties(0)
+        khz, bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)
+        return 2 * khz * 1e3 * bits / 8 / 1e9 if khz and bits else None
+
+    # ------------------------------------------------------------------ the trivial call
+    def trivial(self, n: int) -> dict:
+        """ms per call of a native function that does nothing (`kevolve_noop` in the evictor's library), bound
+        with the task's C signature and called with arguments of its kind through the same path and clock as a
+        kernel's timed CPU calls (`timing.CpuClock.wall`), `n` times: what the evaluator holds as the least a
+        call can take (`judge.evaluator.impossible`). Refused once a kernel is loaded (its code could bend it);
+        no samples on CUDA or without the evictor's library (then no such floor is applied)."""
+        if self.kernel is not None:
+            raise RuntimeError("trivial: timed only before a kernel loads")
+        if self.target != "cpu" or self.evict_path is None:
+            return {"samples": []}
+        import torch
+        from kevolve.judge.worker import timing
+        from kevolve.task.abi import CKernel
+        t = self.task
+        noop = CKernel(self.evict_path, t, "cpu", symbol="kevolve_noop")
+        one = torch.zeros(1)
+        ins, outs = {s.name: one for s in t.inputs}, {s.name: one for s in t.outputs}
+        sizes, scalars, ws = {name: 1 for name in t.sizes}, t.scalar_values(), torch.zeros(0, dtype=torch.uint8)
+        clock = timing.CpuClock(self.evictor, "lines")
+        return {"samples": [clock.wall(lambda: noop(ins, outs, sizes, ws, scalars=scalars)) for _ in range(n)]}

@@ -79,6 +79,9 @@ int64_t kevolve_evict(const uint64_t* ptrs, const int64_t* sizes, int64_t n) {
 }
 
 int64_t kevolve_line_bytes(void) { if (!kv_line) kv_detect(); return kv_line; }
+/* Does nothing: the trivial call the evaluator times before a kernel loads (`Worker.trivial`). Called with a
+   kernel's arguments, which it never reads (the caller cleans up the arguments on x86-64 and AArch64). */
+int kevolve_noop(void) { return 0; }
 """
 
 _LIB: dict[str, str | None] = {}

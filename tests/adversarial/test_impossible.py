@@ -1,0 +1,102 @@
+"""Times no hardware delivers are rejections on every configuration (`judge.evaluator.impossible`).
+
+The attacker: cpu/forges_its_times.cpp reaches CPython past both static layers (the walk of slows_torch.cpp) and
+rewrites the worker's timing session so that its own samples are divided by 1000 — on layernorm_tiny's small
+configurations, where the outside clock's slack is larger than the whole kernel, nothing else sees it. The limit
+that stops it is measured before the kernel loads and held by the evaluator.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kevolve.judge import build as builder
+from kevolve.judge import protocol
+from kevolve.judge.evaluator import impossible
+from kevolve.judge.evaluator.harness import judge
+from kevolve.judge.options import Options
+from kevolve.judge.static import rules, symbols
+from kevolve.task import load_task
+
+HERE = Path(__file__).resolve().parent
+TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
+TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.05, timeout=60)
+FORGER = (HERE / "cpu" / "forges_its_times.cpp").read_text()
+
+pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
+
+
+def _judged(source: str):
+    assert rules.check(source, "cpu").ok, "the attacker must get past the static rules"
+    built = builder.build(source, "cpu")
+    assert built.ok, built.error
+    assert symbols.check(built.lib_path, "cpu") is None, "... and past the symbol check"
+    return judge(load_task(TINY), built.lib_path, TIMED)
+
+
+def test_a_kernel_that_divides_its_own_times_is_rejected_as_impossible():
+    ev = _judged(FORGER)
+    assert "PROBE pyrun=0" in ev.log, "the attack itself must work here, or this test proves nothing"
+    assert not ev.correct and ev.stage == "timing", ev.failure
+    assert "a native call that does nothing" in ev.failure, ev.failure
+
+
+def test_without_the_limit_the_same_forgery_is_accepted(monkeypatch):
+    """What the limit is for: with it off, nothing else in the judge rejects this forgery on these sizes."""
+    monkeypatch.setattr(impossible, "verdict", lambda *a, **k: None)
+    ev = _judged(FORGER)
+    assert "PROBE pyrun=0" in ev.log
+    assert ev.correct, ev.failure
+    assert min(m.kernel.median for m in ev.measurements if m.kernel) < 0.001     # under a microsecond
+
+
+def test_the_honest_twin_is_accepted():
+    ev = _judged((TINY / "seeds" / "cpu.cpp").read_text())
+    assert ev.correct, ev.failure
+
+
+# ---------------------------------------------------------------------- the rule itself
+class _Worker:
+    def __init__(self, samples):
+        self.samples = samples
+
+    def call(self, command, timeout):
+        assert isinstance(command, protocol.Trivial)
+        return protocol.TrivialTimes(samples=self.samples)
+
+
+def test_the_trivial_call_is_its_fastest_sample_and_the_cpu_peak_is_a_multiple_of_the_copy():
+    info = protocol.Started(device="cpu", bandwidth_gbs=10.0)
+    limits = impossible.measure(_Worker([0.004, 0.002, 0.003]), info, "cpu")
+    assert limits.trivial_ms == 0.002
+    assert limits.peak_gbs == impossible.PEAK_OVER_COPY["cpu"] * 10.0
+
+
+def test_cuda_reads_its_peak_from_the_properties_and_falls_back_to_the_copy():
+    with_props = protocol.Started(device="H200", bandwidth_gbs=4200.0, peak_gbs=4800.0)
+    assert impossible.measure(_Worker([]), with_props, "cuda") == impossible.Limits(
+        trivial_ms=None, peak_gbs=4800.0, peak_from="the device's properties")
+    without = protocol.Started(device="GPU", bandwidth_gbs=1000.0)
+    assert impossible.measure(_Worker([]), without, "cuda").peak_gbs == 1000.0 * impossible.PEAK_OVER_COPY["cuda"]
+
+
+def test_on_every_configuration_however_small():
+    tiny = load_task(TINY)
+    sizes = {"B": 5, "N": 64}                              # 2.8 KB of inputs: no 20 us minimum applies
+    limits = impossible.Limits(trivial_ms=0.002, peak_gbs=40.0, peak_from="test")
+    assert impossible.input_bytes(tiny, sizes) == 4 * (5 * 64 + 64 + 64)
+    assert impossible.verdict(limits, tiny, sizes, 0.0009) is not None           # under half the no-op
+    assert impossible.verdict(limits, tiny, sizes, 0.0011) is None
+    big = {"B": 4096, "N": 4096}                           # 64 MiB of inputs at 40 GB/s: at least 1.68 ms
+    assert "input bytes" in impossible.verdict(limits, tiny, big, 1.5)
+    assert impossible.verdict(limits, tiny, big, 1.8) is None
+    assert impossible.verdict(impossible.Limits(), tiny, big, 1e-9) is None      # nothing measured: no rule
+
+
+def test_the_trivial_call_is_refused_once_a_kernel_is_loaded():
+    from kevolve.judge.worker.commands import Worker
+    w = Worker()
+    w.kernel = object()
+    with pytest.raises(RuntimeError, match="before a kernel loads"):
+        w.trivial(10)
