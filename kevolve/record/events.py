@@ -7,8 +7,7 @@ it whole in `data`, which is stored flat (its keys are the payload's).
 
 Guaranteed: an event written from a dataclass reads back equal (JSON types: tuples come back as lists, numbers
 as numbers); a payload read back that lacks a field gives that field's default, keys the class does not know are
-dropped. The older spelling `log_event(kind, {...})` stays accepted and stores the mapping as it is.
-Not guaranteed: that every writer has moved to the typed form (`kevolve/search` still writes mappings).
+dropped. Every writer uses these classes: `Store.log_event` takes nothing else.
 """
 from __future__ import annotations
 
@@ -53,8 +52,11 @@ class MutationFailed(Event):
     parent: str | None = None
     arm: str | None = None
     operator: str | None = None
+    model: str | None = None
     reward: float = 0.0
     cost_usd: float = 0.0
+    seed: int | None = None             # an LLM child's sampling seed and call index, where the reply said
+    call: int | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class Compare(Event):
     ratio: float | None = None
     ci: Any = None
     failure: str | None = None
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -152,14 +152,13 @@ class Store(Reader):
             c.executemany("INSERT OR REPLACE INTO run (key, value) VALUES (?, ?)",
                           [(k, json.dumps(v, default=str)) for k, v in redact(meta).items()])
 
-    def log_event(self, event: Event | str, payload: Mapping[str, Any] | None = None) -> None:
-        """Appends an event: a typed one (`kevolve.record.events`), or a kind and its payload as a mapping."""
-        kind = event if isinstance(event, str) else event.KIND
-        if not isinstance(event, str):
-            payload = payload_of(event)
+    def log_event(self, event: Event) -> None:
+        """Appends an event (`kevolve.record.events`: its kind, its fields as the payload, secrets redacted)."""
+        if not isinstance(event, Event):
+            raise TypeError(f"log_event takes an event of kevolve.record.events, not {type(event).__name__}")
         with self._tx() as c:
             c.execute("INSERT INTO events (time, kind, payload) VALUES (?, ?, ?)",
-                      (time.time(), kind, json.dumps(redact(payload or {}), default=str)))
+                      (time.time(), event.KIND, json.dumps(redact(payload_of(event)), default=str)))
 
     # ---- writing candidates
     def add_candidate(self, c: Candidate, *, status: Status | str = Status.PENDING, cost_usd: float = 0.0,

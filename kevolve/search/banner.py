@@ -10,13 +10,14 @@ from __future__ import annotations
 import sys
 
 from kevolve.search.estimate import CHARS_PER_TOKEN, Estimate, estimate
+from kevolve.record import events
 
 
 def announce(plan, task, store) -> None:
     """At a run's start: the text on stderr, the `plan` event in the store."""
     est = estimate(plan, task)
     print("\n".join(lines(plan, est)), file=sys.stderr, flush=True)
-    store.log_event("plan", record(plan, est))
+    store.log_event(events.Plan(record(plan, est)))
 
 
 def _usd(x: float) -> str:

@@ -19,6 +19,7 @@ from kevolve.search.champion import Champion, Entry
 from kevolve.search.jobs import Comparing, Judging, Profiling, Tally
 from kevolve.search.pipeline import Pipeline
 from kevolve.search.population import red_team
+from kevolve.record import events
 
 PROFILED = where(profiled=True)        # the operators whose prompts show a parent's profile
 
@@ -47,7 +48,7 @@ class Contest:
         if ev.correct and red_team(c):
             folder = suspects.save(self.run_dir, c, ev, SUFFIX[self.plan.target])
             self.suspects.append(c.id)
-            self.store.log_event("suspected_judge_bug", {"id": c.id, "speedup": ev.speedup, "dir": str(folder)})
+            self.store.log_event(events.SuspectedJudgeBug(id=c.id, speedup=ev.speedup, dir=str(folder)))
         elif ev.correct:
             self.tally.correct += 1
             if self.champion.offer(Entry(c, ev, job.built.build, job.built.lib)):
@@ -79,11 +80,11 @@ class Contest:
         if not self.finishing:                   # the finish's own comparison is not the search's time
             self.tally.stage_seconds["compare"] += seconds
         outcome = self.champion.settle(comparison)
-        self.store.log_event("compare", {
-            "challenger": challenger.candidate.id, "champion": champion.candidate.id, "outcome": outcome,
-            "ratio": comparison and comparison.ratio, "ci": comparison and comparison.ci,
-            "failure": comparison.failure if comparison else "the comparison could not be made",
-            "seconds": comparison and round(comparison.seconds, 1)})
+        self.store.log_event(events.Compare(
+            challenger=challenger.candidate.id, champion=champion.candidate.id, outcome=outcome,
+            ratio=comparison and comparison.ratio, ci=comparison and comparison.ci,
+            failure=comparison.failure if comparison else "the comparison could not be made",
+            seconds=comparison and round(comparison.seconds, 1)))
         if outcome == "replaced":
             self.crowned(challenger.candidate, challenger.evaluation)
         self.challenge()
@@ -103,5 +104,5 @@ class Contest:
         """A profile's result (None: it could not be made)."""
         self.pipeline.pool.returned(job.evaluator, freed=False)
         self.profiles[job.candidate.id] = found.text if found is not None else ""
-        self.store.log_event("profile", {"id": job.candidate.id, "text": found.text if found else "",
-                                         "failure": found.failure if found else "the profile could not be made"})
+        self.store.log_event(events.Profile(id=job.candidate.id, text=found.text if found else "",
+                                            failure=found.failure if found else "the profile could not be made"))

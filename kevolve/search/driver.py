@@ -40,6 +40,7 @@ from kevolve.search.verification import Verification
 from kevolve.task.load import load_task
 from kevolve.task.spec import Task
 from kevolve.tracking import make_tracker, row
+from kevolve.record import events
 
 
 def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
@@ -70,8 +71,8 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
         driver.cancel_in_flight()
         driver.release_actors()
     summary = driver.finish.summary(driver.stopped, driver.verification, driver.spend, driver.contest.suspects)
-    store.log_event("finish", {**summary.as_dict(), "learning": driver.learning.state(),
-                               **({"pacing": driver.pacer.state()} if driver.pacer is not None else {})})
+    store.log_event(events.Finish({**summary.as_dict(), "learning": driver.learning.state(),
+                                   **({"pacing": driver.pacer.state()} if driver.pacer is not None else {})}))
     store.close()
     return summary
 
@@ -94,7 +95,7 @@ class Driver:
         self.pacer = pacing.Pacer(plan.evaluators, plan.target, plan.llm_calls_min, plan.llm_calls_max,
                                   plan.llm_calls) if plan.llm_calls else None        # LLM proposals in flight
         if self.pacer is not None:
-            store.log_event("pacing", self.pacer.state())
+            store.log_event(events.Pacing(self.pacer.state()))
         self.resumed = resumed and bool(store.candidates())   # a run killed before its seeds were stored: anew
         self.population, rng = restore.population(plan, store if self.resumed else None)
         self.tally, self.stopped = Tally(), None
@@ -165,7 +166,7 @@ class Driver:
     def stop(self, why: str) -> None:
         if not self.stopped:
             self.stopped = why
-            self.store.log_event("stop", {"reason": why})
+            self.store.log_event(events.Stop(reason=why))
 
     # ------------------------------------------------------------------ verdicts
     def conclude(self, c: Candidate, outcome: Outcome, evaluation: Evaluation | None = None) -> None:
@@ -177,12 +178,12 @@ class Driver:
 
     def _crowned(self, c: Candidate, ev: Evaluation) -> None:
         self.finish.write_best(c)
-        self.store.log_event("champion", {"id": c.id, "fitness": ev.fitness})
+        self.store.log_event(events.Champion(id=c.id, fitness=ev.fitness))
         self.progress(force=True)
 
     def _paced(self, seconds: float) -> None:
         if self.pacer is not None and self.pacer.judged(seconds):
-            self.store.log_event("pacing", self.pacer.state())
+            self.store.log_event(events.Pacing(self.pacer.state()))
 
     def progress(self, force: bool = False, note: str = "") -> None:
         self.finish.progress(self.population, self.pipeline, self.pacer, self.spend, force, note)

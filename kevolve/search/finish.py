@@ -19,6 +19,7 @@ from kevolve.judge.results import Evaluation
 from kevolve.messages import Best, Candidate, RunSummary
 from kevolve.search.contest import Contest
 from kevolve.search.jobs import Tally
+from kevolve.record import events
 
 
 def lost_baselines(searched: str | None, confirmed) -> str | None:
@@ -79,8 +80,8 @@ class Finish:
                 self.not_confirmed.append(f"{c.id}: could not be rebuilt: {b.error}")
                 continue
             ev = self.pool.confirm(b, lib)
-            self.store.log_event("confirm", {"id": c.id, "correct": ev.correct, "failure": ev.failure,
-                                             "seconds": round(ev.eval_seconds, 1), "evaluation": ev.to_json()})
+            self.store.log_event(events.Confirm(id=c.id, correct=ev.correct, failure=ev.failure,
+                                                seconds=round(ev.eval_seconds, 1), evaluation=ev.to_json()))
             lost = lost_baselines(self.store.get(c.id).evaluation, ev) if ev.correct else None
             if ev.correct and not lost:
                 self.confirmed = (c, ev)

@@ -26,6 +26,7 @@ from kevolve.search.plan import ABI
 from kevolve.search.pool import EvaluatorPool
 from kevolve.search.spend import Spend
 from kevolve.search.verification import Screened, Screening, Verification
+from kevolve.record import events
 
 
 class Pipeline:
@@ -138,8 +139,8 @@ class Pipeline:
         c = job.candidate
         if self.pool.judge_again(job, ev):   # the harness failed, not the kernel: judged again later, once the
             built = again(job)               # GPU's other judgements moved on
-            self.store.log_event("retry", {"id": c.id, "step": Step.EVALUATE.value, "attempt": built.retries,
-                                           "error": (ev.failure or "")[:300]})
+            self.store.log_event(events.Retry(id=c.id, step=Step.EVALUATE.value, attempt=built.retries,
+                                              error=(ev.failure or "")[:300]))
             self.queue.append(built)
             return
         t.evaluated += 1
@@ -162,8 +163,8 @@ class Pipeline:
         lost = isinstance(error, (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError))
         c = job.candidate
         if lost and job.retries < ACTOR_RETRIES:
-            self.store.log_event("retry", {"id": c.id, "step": job.step.value, "attempt": job.retries + 1,
-                                           "error": outcome.first_line(error)})
+            self.store.log_event(events.Retry(id=c.id, step=job.step.value, attempt=job.retries + 1,
+                                              error=outcome.first_line(error)))
             if isinstance(job, Verifying):
                 self.verify(c, job.retries + 1)
             elif isinstance(job, Building):
@@ -182,7 +183,7 @@ class Pipeline:
         self.tally.unfinished_busy += seconds
         for line, payload in lines:
             self.tally.unfinished.append(line)
-            self.store.log_event("cut_off", payload)
+            self.store.log_event(events.CutOff(**payload))
         for ref, job in list(self.jobs.items()):
             try:
                 ray.cancel(ref, force=job.step is Step.BUILD)

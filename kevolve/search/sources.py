@@ -38,6 +38,7 @@ from kevolve.search.population import Population
 from kevolve.search.recorded import Recorded
 from kevolve.search.requests import founders
 from kevolve.search.spend import Spend
+from kevolve.record import events
 
 DUPLICATE_STREAK = 200       # proposals of a kind (knob, LLM) in a row that gave nothing new: that kind is spent
 
@@ -138,7 +139,7 @@ class Mutations:
             self.spend.done(job.calls, sum(m.cost_usd for m in mutations), made)
         new = sum(bool(self._child(job, m)) for m in mutations)
         if job.calls and self.pacer is not None and self.pacer.returned(time.perf_counter() - job.started, new):
-            self.store.log_event("pacing", self.pacer.state())
+            self.store.log_event(events.Pacing(self.pacer.state()))
 
     def _child(self, job: Mutating, m: Mutation) -> bool:
         """One child of a proposal: a new candidate (True), or a recorded failure (no kernel, or a duplicate)."""
@@ -148,18 +149,18 @@ class Mutations:
         if m.source is None or not self.population.reserve(m.source):
             self.misses["llm" if llm else "knob"] += 1   # no knobs to turn, a bad parent, no kernel, a duplicate
             if m.source is None or llm:
-                payload = {"parent": p.parent.id if p.parent else None, "operator": p.operator, "model": m.model,
-                           "reason": m.failure or "a duplicate of a candidate already made", "cost_usd": m.cost_usd,
-                           "arm": p.arm, "reward": 0.0, **{k: m.meta[k] for k in ("seed", "call") if k in m.meta}}
-                self.store.log_event("mutation_failed", payload)
+                self.store.log_event(events.MutationFailed(
+                    parent=p.parent.id if p.parent else None, operator=p.operator, model=m.model,
+                    reason=m.failure or "a duplicate of a candidate already made", cost_usd=m.cost_usd,
+                    arm=p.arm, reward=0.0, seed=m.meta.get("seed"), call=m.meta.get("call")))
                 self.learning.rewarded(p.arm, 0.0, strategy_of(m.meta))
             return False
         self.renew()
         if job.recorded is not None:             # replay: the recorded child, if the reply gives it again
             if m.source != job.recorded.source:
                 self.population.release(m.source)
-                self.store.log_event("mutation_failed", {"id": job.recorded.id, "reason": "replay: the recorded "
-                                                         "reply no longer gives the recorded kernel"})
+                self.store.log_event(events.MutationFailed(id=job.recorded.id, reason="replay: the recorded "
+                                                           "reply no longer gives the recorded kernel"))
                 return False
             self.admit(job.recorded, cost_usd=m.cost_usd, timings={"mutate": m.seconds})
             return True
@@ -178,17 +179,17 @@ class Mutations:
         lost = isinstance(error, (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError))
         if lost and job.retries < ACTOR_RETRIES:
             job = again(job)
-            self.store.log_event("retry", {"id": None, "step": job.step.value, "attempt": job.retries,
-                                           "error": outcome.first_line(error)})
+            self.store.log_event(events.Retry(id=None, step=job.step.value, attempt=job.retries,
+                                              error=outcome.first_line(error)))
             self.spend.start(job.calls)
             self.pipeline.send(job.send(), job)
             return
         self.pipeline.tally.proposing -= job.expect
         p = job.proposal
         self.misses["llm" if spec(p.operator).llm else "knob"] += 1
-        self.store.log_event("mutation_failed", {"parent": p.parent.id if p.parent else None, "arm": p.arm,
-                                                 "reward": 0.0, "operator": p.operator,
-                                                 "reason": outcome.first_line(error)})
+        self.store.log_event(events.MutationFailed(parent=p.parent.id if p.parent else None, arm=p.arm,
+                                                   reward=0.0, operator=p.operator,
+                                                   reason=outcome.first_line(error)))
         self.learning.rewarded(p.arm, 0.0)
 
 

@@ -21,6 +21,7 @@ from kevolve.llm.config import CACHE_FILE
 from kevolve.record.scrub import redact_arg
 from kevolve.record.store import Store
 from kevolve.task.spec import Task
+from kevolve.record import events
 
 
 def open_store(cfg: Config, run_dir: Path, task: Task, command: list[str] | None = None) -> tuple[Store, bool]:
@@ -32,7 +33,7 @@ def open_store(cfg: Config, run_dir: Path, task: Task, command: list[str] | None
         if meta.get("task") != task.name:
             raise ConfigError(f"config field 'task.name': the run in {run_dir} searched {meta.get('task')!r}, "
                               f"not {task.name!r}; resume with task={meta.get('task')}")
-        store.log_event("resume", {"run_dir": str(run_dir)})
+        store.log_event(events.Resume(run_dir=str(run_dir)))
         book_unrecorded_spend(store, run_dir)
         return store, True
     from omegaconf import OmegaConf
@@ -56,8 +57,8 @@ def book_unrecorded_spend(store: Store, run_dir: Path) -> float:
     missing = fetched - store.total_cost()
     if missing <= 1e-9 * max(1.0, fetched):          # none, up to the rounding of two sums
         return 0.0
-    store.log_event("unrecorded_spend", {"cost_usd": missing, "fetched_usd": fetched,
-                                         "why": "replies that came back after the run stopped recording"})
+    store.log_event(events.UnrecordedSpend(cost_usd=missing, fetched_usd=fetched,
+                                           why="replies that came back after the run stopped recording"))
     return missing
 
 

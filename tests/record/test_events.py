@@ -29,10 +29,10 @@ def test_a_typed_event_reads_back_equal(store):
     assert store.events("finish")[0][2] == {"best": {"id": "c1"}}           # an open event is stored flat
 
 
-def test_the_mapping_form_is_still_accepted_and_reads_typed(store):
-    store.log_event("champion", {"id": "c2", "fitness": 2.0, "extra": "kept in the row, dropped when typed"})
-    assert store.events("champion")[0][2]["extra"]
-    assert store.events_of(Champion) == [Champion(id="c2", fitness=2.0)]
+def test_only_typed_events_are_written(store):
+    with pytest.raises(TypeError, match="kevolve.record.events"):
+        store.log_event("champion")                                       # type: ignore[arg-type]
+    assert store.events() == []
 
 
 def test_secrets_are_redacted_in_typed_events(store):

@@ -12,6 +12,7 @@ from kevolve.messages import Candidate
 from kevolve.report import data
 from kevolve.report.html import render
 from kevolve.record.store import Store
+from kevolve.record import events
 from test_report import SEED, evaluation
 
 
@@ -19,15 +20,16 @@ def make(run_dir: Path, mode: str, speeds: list[float], models: list[str | None]
     """A run whose candidates are judged at `speeds` in order (0: wrong), written by `models` (None: seed/knob)."""
     config = {"search": {"mode": mode, "candidates": 4, "wall_time_s": 60.0}, "llm": {"provider": "openai"}}
     with Store.create(run_dir, {"task": "search_task", "config": config}) as s:
-        s.log_event("plan", {"mode": mode, "llm": "openai", "operators": {"knob": 1.0, "optimize": 4.0, "repair":
-                             0.0 if mode == "best_of_n" else 1.0}, "verifiers": [], "candidates": 4,
-                             "wall_time_s": 60.0, "dollars": None})
+        repair = 0.0 if mode == "best_of_n" else 1.0
+        s.log_event(events.Plan({"mode": mode, "llm": "openai", "operators": {"knob": 1.0, "optimize": 4.0,
+                                                                            "repair": repair},
+                                 "verifiers": [], "candidates": 4, "wall_time_s": 60.0, "dollars": None}))
         for i, (speed, model) in enumerate(zip(speeds, models)):
             c = Candidate.new(SEED + f"// {i}\n", operator="seed" if i == 0 else "optimize" if model else "knob",
                               model=model)
             s.add_candidate(c, cost_usd=0.01 if model else 0.0)
             s.record_evaluation(c.id, evaluation(speed, speed > 0) if speed else evaluation(1, False), 1.0)
-        s.log_event("finish", {"stopped": "budget of candidates spent", "llm_calls": calls})
+        s.log_event(events.Finish({"stopped": "budget of candidates spent", "llm_calls": calls}))
     return run_dir
 
 
@@ -67,5 +69,5 @@ def test_the_report_puts_them_side_by_side(runs, tmp_path):
 def test_a_knob_only_run_is_named_so(tmp_path):
     run = make(tmp_path / "knob", "evolve", [1.0, 1.3], [None, None], 0)
     with Store.open(run) as s:
-        s.log_event("plan", {"mode": "evolve", "llm": "none", "operators": {"knob": 1.0, "optimize": 0.0}})
+        s.log_event(events.Plan({"mode": "evolve", "llm": "none", "operators": {"knob": 1.0, "optimize": 0.0}}))
     assert data.search_kind(data.load(run)) == "evolution, knob only"

@@ -22,6 +22,7 @@ from kevolve.report import data, figures
 from kevolve.cli.report import main
 from kevolve.record import read
 from kevolve.record.store import Store
+from kevolve.record import events
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = "#include <cstdint>\nconstexpr int ROWS = 1;   // knob: 1, 2, 4\nint forward() { return 0; }\n"
@@ -60,9 +61,9 @@ def make_run(run_dir: Path, gain: float = 1.0) -> dict[str, str]:
         add("wrong", SEED + "// wrong\n", "optimize", ("knob",), 2, "gpt-y", 0.01, speed=-1)
         add("broken", SEED + "oops", "repair", ("wrong",), 3, "gpt-y", 0.01, status=Status.BUILD_FAILED)
         add("bad", SEED + "// thread", "optimize", ("knob",), 2, "gpt-x", 0.01, status=Status.REJECTED)
-        s.log_event("mutation_failed", {"cost_usd": 0.05, "reason": "no code"})
-        s.log_event("confirm", {"id": ids["cross"], "correct": True, "evaluation": evaluation(2.4 * gain).to_json()})
-        s.log_event("finish", {"stopped": "budget of candidates spent"})
+        s.log_event(events.MutationFailed(cost_usd=0.05, reason="no code"))
+        s.log_event(events.Confirm(id=ids["cross"], correct=True, evaluation=evaluation(2.4 * gain).to_json()))
+        s.log_event(events.Finish({"stopped": "budget of candidates spent"}))
     return ids
 
 

@@ -17,6 +17,7 @@ from kevolve.messages import Candidate
 from kevolve.search.population import Population
 from kevolve.judge.results import Evaluation, Measurement, Stats
 from kevolve.record.store import DB_NAME, SCHEMA_VERSION, Store, StoreError
+from kevolve.record import events
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -149,6 +150,7 @@ def test_a_reader_sees_the_writers_commits(tmp_path):
 WRITER = textwrap.dedent("""
     import sys
     from kevolve.messages import Candidate
+    from kevolve.record import events
     from kevolve.record.store import Store
     store = Store.create(sys.argv[1], {"task": "t"})
     big = "x" * 20000
@@ -156,7 +158,7 @@ WRITER = textwrap.dedent("""
     while True:
         store.add_candidate(Candidate(id=f"c{i}", source=f"// {i}\\n" + big, meta={"i": i}))
         store.set_stage(f"c{i}", "verified", timings={"verify": 0.1})
-        store.log_event("progress", {"i": i})
+        store.log_event(events.Progress({"i": i}))
         print(i, flush=True)          # printed only once both writes are committed
         i += 1
 """)
@@ -220,7 +222,7 @@ def test_red_team_candidates_are_never_the_best_and_rewards_come_back_in_order(t
     store.set_stage("r", "evaluated", fitness=9.0, correct=True, compiled=True)
     store.set_reward("k", 0.5)
     store.set_reward("r", 1.0)
-    store.log_event("mutation_failed", {"arm": "meta", "reward": 0.0, "cost_usd": 0.25})
+    store.log_event(events.MutationFailed(arm="meta", reward=0.0, cost_usd=0.25))
     assert [r.candidate.id for r in store.best(5)] == ["k"]
     assert store.rewards() == [("optimize@gpt-4.1", 0.5), ("red_team", 1.0), ("meta", 0.0)]
     assert store.total_cost() == 0.25

@@ -15,6 +15,7 @@ from kevolve.task import TaskError, list_tasks, load_task
 from kevolve.config import tasks as shipped
 from kevolve.report.best import PromotionError, numbers, promote, recorded_speedup
 from kevolve.cli.tasks import main
+from kevolve.record.events import Finish
 
 SEARCH_TASK = Path(__file__).resolve().parents[1] / "search_task"
 NOTES = "---\ntask: search_task\ntarget: cpu\nspeedup: 1.5\ndevice: a CPU\n---\n# search_task: the best cpu kernel\n"
@@ -104,7 +105,7 @@ def test_a_run_without_a_confirmed_correct_best_is_refused(tmp_path, events, mat
     run_dir = tmp_path / "run"
     with Store.create(run_dir, {"task": "search_task", "config": {"task": {"name": str(folder)}}}) as store:
         for kind, payload in events:
-            store.log_event(kind, payload)
+            store.log_event(Finish(payload))
     with pytest.raises(PromotionError, match=match):
         promote(run_dir)
     assert not (folder / "best").exists()
