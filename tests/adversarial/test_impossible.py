@@ -1,12 +1,14 @@
 """Times no hardware delivers are rejections on every configuration (`judge.evaluator.impossible`).
 
-The attacker: cpu/forges_its_times.cpp reaches CPython past both static layers (the walk of slows_torch.cpp) and
-rewrites the worker's timing session so that its own samples are divided by 1000 — on layernorm_tiny's small
+The attacker (`FORGER`): cpu/slows_torch.cpp's walk past both static layers to CPython's PyRun_SimpleString, with
+the Python it runs replaced: it rewrites the worker's timing session so that the kernel's own samples are divided
+by 1000 as each round returns them, the baselines' left alone. It computes correctly. On layernorm_tiny's small
 configurations, where the outside clock's slack is larger than the whole kernel, nothing else sees it. The limit
 that stops it is measured before the kernel loads and held by the evaluator.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,26 @@ from kevolve.task import load_task
 HERE = Path(__file__).resolve().parent
 TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
 TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.05, timeout=60)
-FORGER = (HERE / "cpu" / "forges_its_times.cpp").read_text()
+FORGE = """import kevolve.judge.worker.session as S
+_round = S.Session._cpu_round
+def _forged(self, *a, **k):
+    t = _round(self, *a, **k)
+    if 'kernel' in t: t['kernel'] = [x / 1000.0 for x in t['kernel']]
+    return t
+S.Session._cpu_round = _forged
+"""
+_RUN = re.compile(r'as<run_t>\(w\[0\]\.got\)\((?:\s*"(?:[^"\\]|\\.)*")+\);')
+
+
+def _forger() -> str:
+    """slows_torch.cpp with FORGE as the Python its walk runs."""
+    lines = "".join(f'"{line}\\n"\n' for line in FORGE.splitlines())
+    source, n = _RUN.subn(lambda m: f"as<run_t>(w[0].got)({lines});", (HERE / "cpu" / "slows_torch.cpp").read_text())
+    assert n == 1, "slows_torch.cpp no longer runs its Python where this test replaces it"
+    return source
+
+
+FORGER = _forger()
 
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 
