@@ -268,7 +268,7 @@ def evict(cache: Path, max_bytes: int, grace_s: float = GRACE_S, now: float | No
         if UNFINISHED.match(d.name) and now - used > grace_s:
             shutil.rmtree(d, ignore_errors=True)
         elif ENTRY.match(d.name):
-            entries.append((used, _size(d), d))
+            entries.append((used, tree_bytes(d), d))
     total = sum(size for _, size, _ in entries)
     for used, size, d in sorted(entries):
         if total <= max_bytes or now - used < grace_s:
@@ -279,7 +279,8 @@ def evict(cache: Path, max_bytes: int, grace_s: float = GRACE_S, now: float | No
     return removed
 
 
-def _size(folder: Path) -> int:
+def tree_bytes(folder: Path) -> int:
+    """The bytes of every file below `folder` (links not followed; a file gone meanwhile counts 0)."""
     total = 0
     for base, _, files in os.walk(folder):
         for f in files:

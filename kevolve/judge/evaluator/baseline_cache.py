@@ -30,6 +30,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from kevolve.judge.build import tree_bytes
 from kevolve.judge.options import baseline_cache_bytes, baseline_cache_on
 
 
@@ -97,7 +98,7 @@ def harvest(worker_tmp: str, configured: str | None = None) -> int:
     copied = sum(_copy_new(Path(worker_tmp) / part, root / part, path, placeholder(worker_tmp))
                  for part in parts() if (Path(worker_tmp) / part).is_dir())
     cap = baseline_cache_bytes()
-    if copied and _size(root) > cap:
+    if copied and tree_bytes(root) > cap:
         _drop(root)
     return copied
 
@@ -112,15 +113,6 @@ def _drop(root: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _size(root: Path) -> int:
-    total = 0
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
-    return total
 
 
 def _copy_new(src: Path, dst: Path, old: bytes = b"", new: bytes = b"") -> int:

@@ -73,27 +73,27 @@ def data_type(target: list, pointer_types: set[str]) -> bool:
     return bool(words)
 
 
-def cast_keyword(user: list, close: int):
-    """(keyword, target tokens) if user[close] is the `>` of `xxx_cast<T>`."""
+def _open_angle(user: list, close: int) -> int:
+    """The index of the `<` that the `>` at user[close] closes (-1 where none does)."""
     depth, j = 0, close
     while j >= 0:
         depth += {">": 1, "<": -1, ">>": 2}.get(user[j].text, 0)
         if depth == 0:
             break
         j -= 1
+    return j
+
+
+def cast_keyword(user: list, close: int):
+    """(keyword, target tokens) if user[close] is the `>` of `xxx_cast<T>`."""
+    j = _open_angle(user, close)
     if j > 0 and user[j - 1].text in CASTS:
         return user[j - 1].text.replace("_cast", " cast").replace("bit cast", "bit-cast"), user[j + 1:close]
     return None
 
 
 def cast_start(user: list, close: int) -> int:
-    depth, j = 0, close
-    while j >= 0:
-        depth += {">": 1, "<": -1, ">>": 2}.get(user[j].text, 0)
-        if depth == 0:
-            break
-        j -= 1
-    j -= 1
+    j = _open_angle(user, close) - 1
     while j > 0 and user[j - 1].text == "::":
         j -= 2
     return max(j, 0)
