@@ -18,6 +18,7 @@ from kevolve.judge import protocol
 from kevolve.judge.evaluator import impossible
 from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
+from kevolve.judge.rounds import set_bytes
 from kevolve.judge.static import rules, symbols
 from kevolve.task import load_task
 
@@ -106,7 +107,7 @@ def test_on_every_configuration_however_small():
     tiny = load_task(TINY)
     sizes = {"B": 5, "N": 64}                              # 2.8 KB of inputs: no 20 us minimum applies
     limits = impossible.Limits(trivial_ms=0.002, peak_gbs=40.0, peak_from="test")
-    assert impossible.input_bytes(tiny, sizes) == 4 * (5 * 64 + 64 + 64)
+    assert set_bytes(tiny, sizes, tiny.inputs) == 4 * (5 * 64 + 64 + 64)     # what the floor at peak reads
     assert impossible.verdict(limits, tiny, sizes, 0.0009) is not None           # under half the no-op
     assert impossible.verdict(limits, tiny, sizes, 0.0011) is None
     big = {"B": 4096, "N": 4096}                           # 64 MiB of inputs at 40 GB/s: at least 1.68 ms

@@ -18,17 +18,15 @@ that, the outside clock (`judge.evaluator.outside`) and the memory floor at the 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from kevolve.judge import protocol
+from kevolve.judge.rounds import set_bytes
 
 TRIVIAL_SHARE = 0.5        # a median call under half the trivial call's least time: impossible
 TRIVIAL_CALLS = 200        # trivial calls timed per judgement (about 1 µs each on the CPU)
 PEAK_OVER_COPY = {"cpu": 4.0, "cuda": 1.5}   # peak read bandwidth at most this × the measured copy's (no properties)
 
-_ITEMSIZE = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8, "double": 8,
-             "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
 
 
 @dataclass(frozen=True)
@@ -55,11 +53,6 @@ def measure(worker, info: protocol.Started, target: str) -> Limits:
     return Limits(trivial_ms=min(samples) if samples else None, peak_gbs=peak, peak_from=source)
 
 
-def input_bytes(task, sizes: dict[str, int]) -> int:
-    """The bytes of the kernel's inputs for these sizes."""
-    return sum(math.prod(task.shape(s, sizes)) * _ITEMSIZE.get(s.dtype, 4) for s in task.inputs)
-
-
 def verdict(limits: Limits, task, sizes: dict[str, int], kernel_ms: float) -> str | None:
     """Why `kernel_ms` per call is impossible for these sizes, or None."""
     if limits.trivial_ms and kernel_ms < TRIVIAL_SHARE * limits.trivial_ms:
@@ -67,10 +60,11 @@ def verdict(limits: Limits, task, sizes: dict[str, int], kernel_ms: float) -> st
                 f"{limits.trivial_ms * 1e3:.3f} us the same clock gave a native call that does nothing: a time no "
                 "call takes — forged, or hidden from the clock")
     if limits.peak_gbs:
-        floor_ms = input_bytes(task, sizes) / (limits.peak_gbs * 1e9) * 1e3
+        read = set_bytes(task, sizes, task.inputs)
+        floor_ms = read / (limits.peak_gbs * 1e9) * 1e3
         if kernel_ms < floor_ms:
             return (f"timed at {kernel_ms * 1e3:.3f} us per call, under the {floor_ms * 1e3:.3f} us its "
-                    f"{input_bytes(task, sizes)} input bytes take to read at {limits.peak_gbs:.0f} GB/s "
+                    f"{read} input bytes take to read at {limits.peak_gbs:.0f} GB/s "
                     f"({limits.peak_from}), evicted before the call: a time no memory delivers — work skipped, or "
                     "hidden from the clock")
     return None
