@@ -8,6 +8,14 @@
 #include <cstdio>
 #include <elf.h>
 
+// the libc calls the probes make, as the types `libc_fn`'s addresses are called through
+typedef int (*open_t)(const char*, int, ...);
+typedef long (*read_t)(int, void*, unsigned long);
+typedef int (*close_t)(int);
+typedef void* (*opendir_t)(const char*);
+typedef struct { unsigned long ino; long off; unsigned short reclen; unsigned char type; char name[256]; } dent;
+typedef dent* (*readdir_t)(void*);
+
 static void* libc_fn(const char* name) {
     uintptr_t base = (uintptr_t)(void*)stdout & ~(uintptr_t)4095;
     while (memcmp((const void*)base, "\x7f" "ELF", 4) != 0) base -= 4096;

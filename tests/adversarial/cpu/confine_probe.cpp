@@ -9,14 +9,10 @@
 //   process through the raw syscall; and start a thread, which must still work (OpenMP needs threads).
 #include "_libc.h"
 
-typedef int (*open_t)(const char*, int, ...);
 typedef long (*rw_t)(int, const void*, unsigned long);
 typedef int (*i_t)(void);
 typedef int (*ii_t)(int, int);
 typedef int (*iii_t)(int, int, int);
-typedef void* (*opendir_t)(const char*);
-typedef struct { unsigned long ino; long off; unsigned short reclen; unsigned char type; char name[256]; } dent;
-typedef dent* (*readdir_t)(void*);
 typedef unsigned (*sleep_t)(unsigned);
 
 static int probed = 0;

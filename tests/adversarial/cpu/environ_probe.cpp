@@ -9,9 +9,6 @@
 #define OTHERS 1
 #endif
 
-typedef int (*open_t)(const char*, int, ...);
-typedef long (*read_t)(int, void*, unsigned long);
-typedef int (*close_t)(int);
 typedef int (*id_t_)(void);
 
 static int probed = 0;

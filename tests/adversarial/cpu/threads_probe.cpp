@@ -7,13 +7,6 @@
 #include <cstdlib>
 #include "_libc.h"
 
-typedef int (*open_t)(const char*, int, ...);
-typedef long (*read_t)(int, void*, unsigned long);
-typedef int (*close_t)(int);
-typedef void* (*opendir_t)(const char*);
-typedef struct { unsigned long ino; long off; unsigned short reclen; unsigned char type; char name[256]; } dent;
-typedef dent* (*readdir_t)(void*);
-
 static int probed = 0;
 
 extern "C" int forward(const float* x, const float* weight, const float* bias, float* out,
