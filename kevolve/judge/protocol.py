@@ -135,8 +135,11 @@ class TimedRound(Reply):
 
 @dataclass(frozen=True)
 class TrivialTimes(Reply):
-    """`Trivial`'s reply: ms per call of a native function that does nothing, timed as a kernel's calls are."""
+    """`Trivial`'s reply: ms per call of a function that does nothing, timed as a kernel's calls are (CPU: a native
+    no-op with the task's signature; CUDA: an empty kernel in a graph of flushes), and on CUDA the ms one cycle of
+    `torch.cuda._sleep` adds per call in such a graph (`cycle_ms`, the canary's unit)."""
     samples: list
+    cycle_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,8 @@ class TimeSetup(Command):
     baseline_ms: float | None = None
     other: bool = False
     kernel: bool = True
+    canary: float = 0.0            # added inside a canary round's checked calls: ms (CPU), sleep cycles (CUDA)
+    stand_in: bool = False         # before any kernel loads: a no-op in the kernel's place (`Worker.time_setup`)
 
 
 @dataclass(frozen=True)
@@ -268,6 +273,7 @@ class TimeRound(Command):
     reply: ClassVar[type[Reply]] = TimedRound
     variants: tuple[int, ...]
     hollow: tuple[str, ...] = ()
+    canary: tuple[int, ...] = ()   # the checked kernels' calls that carry the canary (CUDA: all of a round's, or none)
 
 
 @dataclass(frozen=True)

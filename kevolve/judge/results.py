@@ -50,6 +50,7 @@ class Measurement:
     latency: dict = field(default_factory=dict)  # contender -> Stats of one synced call, launch included (CUDA)
     launch_bound: bool = False      # the kernel's or best torch's device time is within its launch cost
     checked_calls: int = 0          # timed and warm-up kernel calls whose outputs were checked
+    canary_calls: int = 0           # timed calls of the kernel that carried the canary: checked, not in `kernel`
 
     def baseline(self, name: str) -> Stats | None:
         return {"eager": self.eager, "compile": self.compile, "compile-max-autotune": self.autotune}.get(name)

@@ -1,10 +1,14 @@
-"""Times no hardware delivers are rejections on every configuration (`judge.evaluator.impossible`).
+"""Times no hardware delivers are rejections on every configuration (`judge.evaluator.impossible`), and a clock
+scaled in the worker is caught by the canary (`judge.evaluator.canary`).
 
-The attacker (`FORGER`): cpu/slows_torch.cpp's walk past both static layers to CPython's PyRun_SimpleString, with
-the Python it runs replaced: it rewrites the worker's timing session so that the kernel's own samples are divided
-by 1000 as each round returns them, the baselines' left alone. It computes correctly. On layernorm_tiny's small
-configurations, where the outside clock's slack is larger than the whole kernel, nothing else sees it. The limit
-that stops it is measured before the kernel loads and held by the evaluator.
+The attackers: cpu/slows_torch.cpp's walk past both static layers to CPython's PyRun_SimpleString, with the Python
+it runs replaced: it rewrites the worker's timing session so that the kernel's own samples are divided as each round
+returns them, the baselines' left alone. It computes correctly. On layernorm_tiny's small configurations, where the
+outside clock's slack is larger than the whole kernel, nothing else sees it.
+- `FORGER` divides by 1000 and reads each round's request: it leaves the canary's calls alone. The limit that stops it
+  (a time under half of a native no-op's) is measured before the kernel loads and held by the evaluator.
+- `SCALER` divides by 5 — a speedup a user would believe — in every round. The impossible limits cannot see it (its
+  times are still above a no-op's); the canary can: its canary calls come back a fifth of the known addition slower.
 """
 from __future__ import annotations
 
@@ -15,36 +19,34 @@ import pytest
 
 from kevolve.judge import build as builder
 from kevolve.judge import protocol
-from kevolve.judge.evaluator import impossible
+from kevolve.judge.evaluator import canary, impossible
 from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
 from kevolve.judge.rounds import set_bytes
 from kevolve.judge.static import rules, symbols
 from kevolve.task import load_task
+from reach_python import with_python
 
 HERE = Path(__file__).resolve().parent
 TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
 TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.05, timeout=60)
 FORGE = """import kevolve.judge.worker.session as S
 _round = S.Session._cpu_round
-def _forged(self, *a, **k):
-    t = _round(self, *a, **k)
-    if 'kernel' in t: t['kernel'] = [x / 1000.0 for x in t['kernel']]
+def _forged(self, order, hollow=frozenset(), canary=()):
+    t = _round(self, order, hollow, canary)
+    if 'kernel' in t: t['kernel'] = [x if SPARE and i in canary else x / DIVISOR for i, x in enumerate(t['kernel'])]
     return t
 S.Session._cpu_round = _forged
 """
-_RUN = re.compile(r'as<run_t>\(w\[0\]\.got\)\((?:\s*"(?:[^"\\]|\\.)*")+\);')
 
 
-def _forger() -> str:
-    """slows_torch.cpp with FORGE as the Python its walk runs."""
-    lines = "".join(f'"{line}\\n"\n' for line in FORGE.splitlines())
-    source, n = _RUN.subn(lambda m: f"as<run_t>(w[0].got)({lines});", (HERE / "cpu" / "slows_torch.cpp").read_text())
-    assert n == 1, "slows_torch.cpp no longer runs its Python where this test replaces it"
-    return source
+def _forger(divisor: float, spare: bool) -> str:
+    """FORGE with its divisor, and whether it spares the canary's calls, as the Python the walk runs."""
+    return with_python(FORGE.replace("DIVISOR", repr(divisor)).replace("SPARE", repr(spare)))
 
 
-FORGER = _forger()
+FORGER = _forger(1000.0, spare=True)
+SCALER = _forger(5.0, spare=False)
 
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 
@@ -71,6 +73,22 @@ def test_without_the_limit_the_same_forgery_is_accepted(monkeypatch):
     assert "PROBE pyrun=0" in ev.log
     assert ev.correct, ev.failure
     assert min(m.kernel.median for m in ev.measurements if m.kernel) < 0.001     # under a microsecond
+
+
+def test_a_kernel_that_scales_its_times_by_a_fifth_is_caught_by_the_canary():
+    ev = _judged(SCALER)
+    assert "PROBE pyrun=0" in ev.log, "the attack itself must work here, or this test proves nothing"
+    assert not ev.correct and ev.stage == "timing", ev.failure
+    assert re.search(r"canary: the kernel's calls with [\d.]+ us of known work added .* scaled in the worker",
+                     ev.failure), ev.failure
+
+
+def test_without_the_canary_the_scaled_times_are_accepted(monkeypatch):
+    """What the canary is for: without its rounds, a fifth of the kernel's time passes every other check here."""
+    monkeypatch.setattr(canary, "plan", lambda *a, **k: None)
+    ev = _judged(SCALER)
+    assert "PROBE pyrun=0" in ev.log
+    assert ev.correct, ev.failure
 
 
 def test_the_honest_twin_is_accepted():
@@ -122,3 +140,24 @@ def test_the_trivial_call_is_refused_once_a_kernel_is_loaded():
     w.kernel = object()
     with pytest.raises(RuntimeError, match="before a kernel loads"):
         w.trivial(10)
+
+
+@pytest.mark.gpu
+def test_on_gpu_the_trivial_kernel_and_the_canary_cycle_are_measured_before_the_kernel_loads(monkeypatch):
+    """CUDA: an empty kernel in the same kind of graph as a kernel's timed calls (flush, call) is the trivial
+    call; one cycle of `torch.cuda._sleep` so timed is the canary's unit. Both measured, and the seed accepted
+    with every rule on."""
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    seen, real = [], impossible.measure
+    monkeypatch.setattr(impossible, "measure", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    task = load_task(HERE.parent / "kernels" / "tasks" / "layernorm_gpu_timing")
+    built = builder.build(task.seed_path("cuda").read_text(), "cuda")
+    assert built.ok, built.error
+    ev = judge(task, built.lib_path, Options(target="cuda", shapes="short", baselines=("eager",), reps=30, timeout=60))
+    assert ev.correct, ev.failure
+    limits = seen[-1]
+    assert limits.trivial_ms and 1e-4 < limits.trivial_ms < 0.05, limits     # 0.1 to 50 us per call
+    assert limits.cycle_ms and 1e-8 < limits.cycle_ms < 1e-5, limits        # a 100 MHz to 100 GHz clock
+    assert limits.peak_from == "the device's properties" and limits.peak_gbs > 500, limits

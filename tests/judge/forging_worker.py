@@ -4,7 +4,8 @@ It stands in for a kernel that rewrote the worker's timing results in memory (`t
 reaches the worker's Python for real), in every session after the kernel loaded:
 `python tests/judge/forging_worker.py SPEC`, where SPEC is `contender=factor,...` (`kernel=0.1,eager=3`;
 `kernel=shift` moves 90% of the kernel's time onto the other contenders, keeping each round's total; `rounds=0`,
-`calls=1` rewrite the timing plan `time_setup` replies with), then the
+`calls=1` rewrite the timing plan `time_setup` replies with; `spare=canary` leaves the calls that carry the evaluator's
+canary alone, as a forger that reads each round's request would: `judge.evaluator.canary`), then the
 real worker's protocol loop. `ForgingWorker` is the evaluator-side handle that starts it, for a test to put in
 place of `WorkerProcess` (`monkeypatch.setattr(harness, "WorkerProcess", ForgingWorker.of(SPEC))`).
 
@@ -20,16 +21,21 @@ import sys
 from pathlib import Path
 
 
-def forge(times: dict, spec: dict) -> None:
-    """Scales each contender's reported samples (and its latency call's) by its factor, in place."""
+def forge(times: dict, spec: dict, spare: frozenset = frozenset()) -> None:
+    """Scales each contender's reported samples (and its latency call's) by its factor, in place; the calls in
+    `spare` (indices: the canary's, to a forger that reads the round's request) keep their times."""
     def scaled(v, f):
         return [x * f for x in v] if isinstance(v, (list, tuple)) else v * f
+
+    def each(values, f):
+        return [v if i in spare else scaled(v, f) for i, v in enumerate(values)]
     shift = [name for name, f in spec.items() if f == "shift"]
     if shift:
-        moved = {name: sum(_len(v) for v in times.get(name, [])) * 0.9 for name in shift}
+        moved = {name: sum(_len(v) for i, v in enumerate(times.get(name, [])) if i not in spare) * 0.9
+                 for name in shift}
         others = [n for n in times if not n.startswith(("_", "latency:")) and n not in shift]
         for name in shift:
-            times[name] = [scaled(v, 0.1) for v in times[name]]
+            times[name] = each(times[name], 0.1)
         for name in others:
             total = sum(_len(v) for v in times[name])
             f = 1 + sum(moved.values()) / len(others) / total if total else 1
@@ -37,7 +43,7 @@ def forge(times: dict, spec: dict) -> None:
     for key in list(times):
         f = spec.get(key.removeprefix("latency:"))
         if isinstance(f, float):
-            times[key] = [scaled(v, f) for v in times[key]]
+            times[key] = each(times[key], f) if key in ("kernel", "other") else [scaled(v, f) for v in times[key]]
 
 
 def _len(v) -> float:
@@ -48,7 +54,7 @@ def parse(spec: str) -> dict:
     out = {}
     for part in filter(None, spec.split(",")):
         name, value = part.split("=")
-        out[name] = value if value == "shift" else float(value)
+        out[name] = value if value in ("shift", "canary") else float(value)
     return out
 
 
@@ -57,10 +63,11 @@ def main() -> None:
     spec = parse(sys.argv[1] if len(sys.argv) > 1 else "")
 
     class ForgingSession(session.Session):
-        def run_round(self, variants, hollow=()):
-            reply = super().run_round(variants, hollow)
+        def run_round(self, variants, hollow=(), canary=()):
+            reply = super().run_round(variants, hollow, canary)
+            spare = frozenset(canary) if spec.get("spare") == "canary" else frozenset()
             if self.checked:                  # a kernel's session: the baselines timed before any kernel loaded
-                forge(reply["times"], spec)   # (`torch_baselines.time_alone`) ran no code a kernel could reach
+                forge(reply["times"], spec, spare)   # (`torch_baselines.time_alone`) ran no code a kernel could reach
             return reply
     session.Session = ForgingSession          # worker.time_setup imports it from there, at call time
     plan = {k: int(v) for k, v in spec.items() if k in ("rounds", "calls")}

@@ -112,7 +112,8 @@ def assert_computes_every_call(one, ev: Evaluation) -> None:
     call costs microseconds, this work milliseconds; the margin absorbs a loaded 2-core machine)."""
     assert ev.correct, ev.failure
     m, thrice = ev.measurements[0], judged(one, "timing_thrice.cpp").measurements[0]
-    assert m.checked_calls == WARMUP_SETS + TIMED.reps                 # the warm-up's calls, then every timed one
+    # the warm-up's calls, then every timed one, those that carried the canary (`judge.evaluator.canary`) too
+    assert m.checked_calls == WARMUP_SETS + m.kernel.n + m.canary_calls and m.kernel.n + m.canary_calls >= TIMED.reps
     assert m.kernel.median >= 0.1 * thrice.kernel.median, (m.kernel, thrice.kernel)
 
 
@@ -124,7 +125,7 @@ def test_timed_inputs_are_fresh_for_every_call_and_every_judgement(one):
     assert first.correct and second.correct, (first.failure, second.failure)
     seen = [re.findall(r"x0=(\S+)", ev.log)[3:] for ev in (first, second)]
     m = first.measurements[0]
-    assert len(seen[0]) == m.checked_calls == WARMUP_SETS + m.kernel.n   # the warm-up's calls, then n timed
+    assert len(seen[0]) == m.checked_calls == WARMUP_SETS + m.kernel.n + m.canary_calls   # warm-up, then n timed
     assert len(set(seen[0])) == len(seen[0]) and not set(seen[0]) & set(seen[1]), seen
 
 
@@ -133,7 +134,8 @@ def test_honest_kernels_are_accepted_and_every_call_checked(one, name):
     ev = judged(one, name)
     assert ev.correct, ev.failure
     m = ev.measurements[0]
-    assert m.kernel.n == TIMED.reps and m.checked_calls == WARMUP_SETS + TIMED.reps
+    assert m.kernel.n + m.canary_calls >= TIMED.reps and m.canary_calls >= 1
+    assert m.checked_calls == WARMUP_SETS + m.kernel.n + m.canary_calls
     assert m.clock == {"kernel": "wall", "eager": "wall"} and m.latency == {} and not m.launch_bound
 
 

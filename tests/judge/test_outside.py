@@ -50,13 +50,15 @@ def test_a_worker_that_forges_nothing_is_accepted(heavy, monkeypatch):
     ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)
     assert ev.correct, ev.failure
     m = ev.measurements[0]
-    # warm-up, counted: probes check none
-    assert m.kernel.n == TIMED.reps and m.checked_calls == WARMUP_SETS + TIMED.reps
+    # warm-up, counted, and the canary's calls (every call checked, none counted): probes check none
+    assert m.kernel.n + m.canary_calls >= TIMED.reps and m.canary_calls >= 1
+    assert m.checked_calls == WARMUP_SETS + m.kernel.n + m.canary_calls
 
 
-FORGERIES = [
-    ("kernel=0.1", r"outside clock, under bound: .* for the kernel"),             # its own times ÷10
-    ("kernel=shift", r"outside clock, under bound: .* for the kernel"),           # ÷10, the rest onto the baselines
+FORGERIES = [                      # spare=canary: the canary's calls left alone, so that the outside clock is tried
+    ("kernel=0.1,spare=canary", r"outside clock, under bound: .* for the kernel"),     # its own times ÷10
+    ("kernel=shift,spare=canary", r"outside clock, under bound: .* for the kernel"),   # ÷10, the rest onto baselines
+    ("kernel=0.1", r"canary: the kernel's calls with [\d.]+ us of known work .* scaled in the worker"),  # every round
     ("eager=10", r"outside clock, (sum|over) bound: .*round"),                    # the baselines' ×10
     ("eager=1000", r"outside clock, sum bound: the worker reported [\d.]+ ms of timed intervals in a round"),
 ]
@@ -225,11 +227,13 @@ def test_the_cpu_clock_reads_another_process():
 
 # ---------------------------------------------------------------------- on a GPU: the graph clock's probes
 @pytest.mark.gpu
-@pytest.mark.parametrize("spec, says", [("", None), ("eager=100000", r"outside clock, sum bound")])
+@pytest.mark.parametrize("spec, says", [("", None), ("eager=100000", r"outside clock, sum bound"),
+                                         ("kernel=0.2", r"canary: the kernel's calls with [\d.]+ us of known work")])
 def test_on_gpu_probes_replay_graphs_of_flushes_and_the_sum_bound_holds(monkeypatch, spec, says):
     """CUDA: a probe replays the graph of flushes in place of the hollow contender's graph; the forging worker
-    forging nothing is accepted, and device times beyond the round's wall are refuted. (On CUDA a round's host
-    work dwarfs a graph of microsecond calls, so bounds 2 and 3 are decisive only on large configurations.)"""
+    forging nothing is accepted, device times beyond the round's wall are refuted, and the kernel's graph times
+    divided by 5 are caught by the canary's extra rounds. (On CUDA a round's host work dwarfs a graph of
+    microsecond calls, so bounds 2 and 3 are decisive only on large configurations.)"""
     import torch
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")

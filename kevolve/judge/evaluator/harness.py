@@ -196,6 +196,9 @@ def _judge(j: Judgement) -> Evaluation:
         if failure:
             return verdict("load", f"harness: {failure}")
         limits = impossible.measure(worker, info, options.target) if options.time_kernel else impossible.Limits()
+        failure = measure.clean_probes(j, checker, plan) if options.time_kernel else None
+        if failure:
+            return verdict("load", f"harness: {failure}")
         failure = startup.seal_and_load(worker, options, clock)
         if failure:
             return verdict("load", f"load error: {failure}")

@@ -36,6 +36,7 @@ class Limits:
     trivial_ms: float | None = None
     peak_gbs: float | None = None
     peak_from: str = ""
+    cycle_ms: float | None = None         # CUDA: what one cycle of `torch.cuda._sleep` adds (the canary's unit)
 
 
 def measure(worker, info: protocol.Started, target: str) -> Limits:
@@ -50,7 +51,9 @@ def measure(worker, info: protocol.Started, target: str) -> Limits:
         peak, source = factor * info.bandwidth_gbs, f"{factor:g} x the measured copy bandwidth"
     else:
         peak, source = None, ""
-    return Limits(trivial_ms=min(samples) if samples else None, peak_gbs=peak, peak_from=source)
+    cycle = reply.cycle_ms if isinstance(reply, protocol.TrivialTimes) else None
+    return Limits(trivial_ms=min(samples) if samples else None, peak_gbs=peak, peak_from=source,
+                  cycle_ms=cycle if isinstance(cycle, (int, float)) and cycle > 0 else None)
 
 
 def verdict(limits: Limits, task, sizes: dict[str, int], kernel_ms: float) -> str | None:

@@ -8,9 +8,10 @@ of its interleaved time and its time alone before the kernel loaded. Called by t
 """
 from __future__ import annotations
 
-from kevolve.judge.evaluator import impossible, noise, timed
+from kevolve.judge.evaluator import canary, impossible, noise, timed
 from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.evaluator.judgement import Judgement
+from kevolve.judge.evaluator.process import WorkerDied
 from kevolve.judge.evaluator.reuse import Baselines
 from kevolve.judge.options import Options
 from kevolve.judge.results import Measurement, Stats
@@ -43,7 +44,9 @@ def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, ch
         floor_ms = task.floor(cfg.size_dict) / (bandwidth * 1e9) * 1e3 if bandwidth else None
         for attempt in (1, 2):                        # near the floor, or an outside-clock near miss: once more
             with clock("time"):
-                t = timed.time_config(worker, checker, cfg, i, options, wanted, baseline_ms=slowest)
+                t = timed.time_config(worker, checker, cfg, i, options, wanted, baseline_ms=slowest,
+                                      canary=canary.plan(options.target, slowest, limits.cycle_ms),
+                                      clean=plan[i].get("probe", ()))
             if t.failure and attempt == 1 and noisy_bound(t.failure):
                 continue
             if t.failure:
@@ -62,12 +65,28 @@ def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, ch
             return out, _failed(m, why, t.checked_calls), reused, None
         base = known or Baselines.of(t, wanted, notes).faster(clean)
         mine = Measurement(**{**m.__dict__, "kernel": Stats.of(t.samples["kernel"]), "floor_ms": floor_ms,
-                              "checked_calls": t.checked_calls})
+                              "checked_calls": t.checked_calls, "canary_calls": t.canary_calls})
         out.append(base.apply(mine, t))
         best = out[-1].best_torch_name
         if best:
             pairs.append((base.samples[best], t.samples["kernel"]))
     return out, None, reused, noise.ratio_ci(pairs)
+
+
+def clean_probes(j: Judgement, checker: Checker, plan: dict[int, dict]) -> str | None:
+    """Before the kernel loads: each configuration to time gets its clean probe (`timed.clean_probe`, into
+    `plan[i]["probe"]`), the harness's own cost of its rounds measured where no candidate code has run. Returns
+    the harness's failure, if any (the worker died: no kernel is loaded, so not the kernel's)."""
+    for i, p in bar(sorted(plan.items()), "clean probes"):
+        clean, known = p.get("clean"), p["known"]
+        slowest = (known or clean).slowest_ms if known or clean else None
+        try:
+            with j.clock("clean probe"):
+                p["probe"] = timed.clean_probe(j.worker, checker, j.configs[i], i, j.options, p["wanted"], slowest)
+        except WorkerDied as e:
+            return (f"{j.configs[i].id}: the worker died in the clean probe, before the kernel loaded: "
+                    f"{e.kind}: {e.detail}")
+    return None
 
 
 def noisy_bound(failure: str) -> bool:
@@ -78,7 +97,7 @@ def noisy_bound(failure: str) -> bool:
     violation is confirmed by timing the configuration once more before it is a verdict (a worker that forges its
     times forges them again); the sum bound, a law for any honest worker on any machine, and every check of
     outputs are never retried."""
-    return failure.startswith(("outside clock, under bound", "outside clock, over bound"))
+    return failure.startswith(("outside clock, under bound", "outside clock, over bound", "canary:"))
 
 
 def _failed(m: Measurement, why: str, checked: int) -> Measurement:

@@ -174,11 +174,14 @@ def cores(pid: int) -> int:
 
 
 def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, float], bounds: dict[str, tuple],
-          n_cores: int) -> ClockRuling:
+          n_cores: int, clean: dict[str, tuple[Round, ...]] | None = None) -> ClockRuling:
     """Bounds 2 and 3 for every party probed: `probes` maps a party's name to its probe round, `shares` to its
     reported ms per counted round, `bounds` to the bounds it must meet ("under": a kernel the verdict favours
     when it is faster; "over": a contender it favours when it is slower, the baselines and, in a paired
-    comparison, each kernel)."""
+    comparison, each kernel). `clean`: a party's rounds without its calls taken in a worker no candidate had run
+    in (`timed.clean_probe`); where given, its under bound takes the CPU of a round without its calls from them
+    (their median), not from the probes in the candidate's own worker, whose harness steps the kernel could
+    have added work to."""
     if not counted:
         return ClockRuling()
     wall = _median([r.wall_ms for r in counted])
@@ -188,6 +191,10 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
     for party, probe in probes.items():
         share = shares[party]
         base_cpu, base_main = _without(probe, probes.values(), "cpu_ms"), _without(probe, probes.values(), "main_ms")
+        before = (clean or {}).get(party) or ()
+        if before:
+            base_cpu, base_main = (_median([getattr(r, f) for r in before]) if None not in
+                                   [getattr(r, f) for r in before] else None for f in ("cpu_ms", "main_ms"))
         if "under" in bounds[party] and cpu is not None and base_cpu is not None:
             burned = cpu - base_cpu                             # bound 2: the wall share is at least the CPU its
             floor = burned / n_cores                            # calls burned on the one thread that makes them,

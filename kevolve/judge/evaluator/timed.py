@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from kevolve.judge import protocol
 from kevolve.judge import exchange
+from kevolve.judge.evaluator import canary as canaries
 from kevolve.judge.evaluator import outside
 from kevolve.judge import rounds as round_plan
 from kevolve.judge.worker import timing
@@ -44,6 +45,7 @@ class Timed:
     clock: dict = field(default_factory=dict)      # contender -> graph | queued | wall
     notes: dict = field(default_factory=dict)
     checked_calls: int = 0                          # kernel calls whose outputs were checked
+    canary_calls: int = 0                           # the kernel's timed calls that carried the canary (not in samples)
     failure: str | None = None
     near: str | None = None                         # the outside clock's near miss: time again
     outside: tuple = ()                             # the outside clock's checks (`outside.ClockRuling.checks`)
@@ -56,23 +58,30 @@ def fresh_variant() -> int:
 
 def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
                 baselines: tuple[str, ...], other: bool = False, baseline_ms: float | None = None,
-                kernel: bool = True) -> Timed:
+                kernel: bool = True, canary: canaries.Canary | None = None,
+                clean: tuple[outside.Round, ...] = ()) -> Timed:
     """Times the kernel (and the `other` kernel, for `harness.compare`) and `baselines` on `cfg`, every
     kernel call checked, every round also timed from outside (`judge.evaluator.outside`). A wrong timed call or a time
     the outside clock refutes is `Timed.failure`, a near miss of it `Timed.near`; a worker error raises
     `WorkerDied`. `kernel=False` times the baselines alone, in a worker that has not loaded the kernel yet
-    (`harness._judge`): no code of the candidate has run in that process, so nothing checks them from outside."""
+    (`harness._judge`): no code of the candidate has run in that process, so nothing checks them from outside.
+    `canary`: where the kernel's calls carry the canary (`judge.evaluator.canary`), whose difference is checked;
+    `clean`: the clean probe's rounds (`clean_probe`), the harness's own cost of a round without the kernel's calls,
+    measured before the kernel loaded: the outside clock's under bound charges the kernel with everything above it."""
     with exchange.kept_open():          # the session's buffers, opened once for all its rounds
-        return _time_config(worker, checker, cfg, index, options, baselines, other, baseline_ms, kernel)
+        return _time_config(worker, checker, cfg, index, options, baselines, other, baseline_ms, kernel,
+                            canary if kernel else None, clean)
 
 
 def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
-                 baselines: tuple[str, ...], other: bool, baseline_ms: float | None, kernel: bool = True) -> Timed:
+                 baselines: tuple[str, ...], other: bool, baseline_ms: float | None, kernel: bool = True,
+                 canary: canaries.Canary | None = None, clean: tuple[outside.Round, ...] = ()) -> Timed:
     limit = options.timeout + 60
     seed = fresh_variant()
     with checker.clock("setup", f"{cfg.id}"):
         setup = _call(worker, limit + 600, protocol.TimeSetup(
-            index, tuple(baselines), seed, options.calls, options.reps, options.budget_s, baseline_ms, other, kernel))
+            index, tuple(baselines), seed, options.calls, options.reps, options.budget_s, baseline_ms, other, kernel,
+            canary.send if canary else 0.0))
     checker.clock.add(setup.worker_s)
     n, inputs, cuda = setup.calls, setup.inputs, options.target == "cuda"
     forged = _plan_forged(setup, checker.task, cfg, options, baseline_ms, (1 + other) if kernel else 0)
@@ -86,15 +95,17 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
             uploaded = _call(worker, limit * max(1, n), protocol.TimeUpload())
         checker.clock.add(uploaded.worker_s)
     raw: dict[str, list] = collections.defaultdict(list)
+    raw_canary: dict[str, list] = collections.defaultdict(list)     # the canary rounds' (`judge.evaluator.canary`)
     cpu = outside.CpuClock(worker.pid)
     counted: list[outside.Round] = []
 
-    def run(hollow: tuple[str, ...], when: str) -> tuple[str | None, protocol.TimedRound, outside.Round]:
+    def run(hollow: tuple[str, ...], when: str, canaried: tuple[int, ...] = ()
+            ) -> tuple[str | None, protocol.TimedRound, outside.Round]:
         """One round: the worker's reply, verified, and the round as the outside clock saw it."""
         variants = checker.timed_variants(cfg, inputs)
         with checker.clock("round", f"{cfg.id} {when}"):
             span = outside.Span(cpu)
-            reply = _call(worker, limit * max(1, n), protocol.TimeRound(tuple(variants), tuple(hollow)))
+            reply = _call(worker, limit * max(1, n), protocol.TimeRound(tuple(variants), tuple(hollow), canaried))
             span.replied()
         checker.clock.add(reply.worker_s)
         checker.clock.count(reply.work)
@@ -117,15 +128,21 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
     for party in [p for p in parties if p != ALL]:
         why = why or probe(party)
     rounds = setup.rounds
-    for r in range(rounds):
+    total, marks, extra = canaries.positions(rounds, n, cuda) if canary else (rounds, {}, set())
+    for r in range(total):
         if why:
             break
-        when = f"round {r + 1} of {rounds}"
-        why, reply, seen = run((), when)
+        when = f"round {r + 1} of {total}"
+        why, reply, seen = run((), when, marks.get(r, ()))
         checked += len(reply.outputs)
-        counted.append(seen)
+        if r not in extra:               # an extra canary round is verified, never counted
+            counted.append(seen)
         for name, values in reply.times.items():
-            raw[name].extend(values)
+            marked = set(marks.get(r, ())) if name in ("kernel", "other") or r in extra else set()
+            if marked and len(values) != n and r not in extra:
+                raise WorkerDied("crash", f"while timing: {len(values)} samples of {name} for {n} calls")
+            raw_canary[name].extend(v for i, v in enumerate(values) if i in marked or r in extra)
+            raw[name].extend(v for i, v in enumerate(values) if not (i in marked or r in extra))
     if ALL in parties:
         why = why or probe(ALL)
     with checker.clock("release", cfg.id):
@@ -134,18 +151,73 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
         return Timed(clock=setup.clock, notes=setup.notes, checked_calls=checked, failure=why)
     samples, latency = {}, {}
     for name, kind in setup.clock.items():
-        if kind == "wall":
-            samples[name] = list(raw[name])
-            continue
-        null = raw["_null_graph"] if kind == "graph" else raw["_null_queued"]
-        samples[name] = timing.per_call(raw[name], null, n if kind == "graph" else 1, graph=kind == "graph")
-        latency[name] = timing.per_call(raw[f"latency:{name}"], raw["_null_synced"], 1)
+        samples[name] = _per_call(raw, raw[name], kind, n)
+        if kind != "wall":
+            latency[name] = timing.per_call(raw[f"latency:{name}"], raw["_null_synced"], 1)
+    near = None
+    for name in (setup.clock if canary else ()):
+        if name in ("kernel", "other"):
+            failure, near_miss = canaries.verdict(samples[name], _per_call(raw, raw_canary[name], setup.clock[name], n),
+                                                  canary, {"kernel": "kernel a", "other": "kernel b"}[name] if other
+                                                  else "the kernel")
+            if failure:
+                return Timed(clock=setup.clock, notes=setup.notes, checked_calls=checked, failure=failure)
+            near = near or near_miss
+    in_counted = {name: sum(len(v) for r, v in marks.items() if r not in extra) / max(1, len(counted))
+                  for name in ("kernel", "other")}           # canary calls per counted round: their known addition
     shares = {party: sum(n * timing.median(samples[c]) + (timing.median(latency[c]) if latency.get(c) else 0.0)
+                         + (in_counted.get(c, 0.0) * canary.expect_ms if canary else 0.0)
                          for c in hollow) for party, hollow in parties.items()}
     bounds = {party: ("over",) if party == ALL else ("under",) for party in parties}
-    seen = outside.check(counted, probes, shares, bounds, outside.cores(worker.pid))
-    return Timed(samples, latency, setup.clock, setup.notes, checked, failure=seen.failure, near=seen.near,
-                 outside=seen.checks)
+    seen = outside.check(counted, probes, shares, bounds, outside.cores(worker.pid), clean={"the kernel": clean})
+    per_sample = n if setup.clock.get("kernel") == "graph" else 1          # a graph's sample is n calls
+    return Timed(samples, latency, setup.clock, setup.notes, checked, failure=seen.failure, near=seen.near or near,
+                 outside=seen.checks, canary_calls=len(raw_canary["kernel"]) * per_sample)
+
+
+def _per_call(raw: dict, values: list, kind: str, n: int) -> list[float]:
+    """Per-call ms of one contender's raw samples on its clock `kind` (`timing.per_call`), with the empty
+    measurements of the counted rounds (`raw`) as the base."""
+    if kind == "wall":
+        return list(values)
+    null = raw["_null_graph"] if kind == "graph" else raw["_null_queued"]
+    return timing.per_call(values, null, n if kind == "graph" else 1, graph=kind == "graph")
+
+
+CLEAN_ROUNDS = 3                        # rounds of a clean probe (`clean_probe`); their median counts
+
+
+def clean_probe(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
+                baselines: tuple[str, ...], baseline_ms: float | None) -> tuple[outside.Round, ...]:
+    """The harness's own cost of one of `cfg`'s timed rounds without the kernel's calls, measured from outside in a
+    worker no candidate code has run in yet (before the kernel loads): the same session as the kernel's will be —
+    the same baselines, calls, buffers, flushes and exports — with a function that does nothing in the kernel's
+    place and its calls left out (`Worker.time_setup(stand_in=True)`), `CLEAN_ROUNDS` rounds. The kernel's probe
+    rounds run in its own worker, where work a kernel adds to the harness's steps (computing its answer while the
+    harness poisons its outputs, say) would be in them too and cancel out; against this one, the outside clock's
+    under bound charges it to the kernel. Nothing of the stand-in's outputs is checked; the inputs come back as
+    always. Raises `WorkerDied` if the worker fails (the harness's failure: no kernel is loaded)."""
+    hollow = ("kernel",)
+    limit = options.timeout + 60
+    with exchange.kept_open():
+        seed = fresh_variant()
+        setup = _call(worker, limit + 600, protocol.TimeSetup(
+            index, tuple(baselines), seed, options.calls, options.reps, options.budget_s, baseline_ms,
+            stand_in=True))
+        n, cuda = setup.calls, options.target == "cuda"
+        _verify(checker, cfg, setup, [seed + i for i in range(setup.warm)], n, "clean warm-up", False, hollow)
+        if cuda:
+            _call(worker, limit * max(1, n), protocol.TimeUpload())
+        cpu, rounds = outside.CpuClock(worker.pid), []
+        for _ in range(CLEAN_ROUNDS):
+            variants = checker.timed_variants(cfg, setup.inputs)
+            span = outside.Span(cpu)
+            reply = _call(worker, limit * max(1, n), protocol.TimeRound(tuple(variants), hollow))
+            span.replied()
+            _verify(checker, cfg, reply, variants, n, "clean probe", False, hollow)
+            rounds.append(span.round(reply.times, hollow))
+        worker.call(protocol.TimeEnd(), 120)
+    return tuple(rounds)
 
 
 def _plan_forged(setup: protocol.Warmed, task, cfg: Case, options: Options, baseline_ms: float | None,

@@ -21,6 +21,11 @@ from kevolve.judge.worker.buffers import allocate, overruns, poison_all
 from kevolve.judge.worker.calls import cpu_name, fill_uninitialized, profiled_range
 
 
+def _stand_in(inputs, outputs, sizes, workspace, stream=None, *, scalars=None) -> int:
+    """The kernel's place in a clean probe's session (`Worker.time_setup(stand_in=True)`): does nothing."""
+    return 0
+
+
 class Worker:
     def __init__(self):
         self.task = self.kernel = None
@@ -200,12 +205,16 @@ class Worker:
 
     def time_setup(self, config: int, baselines: list[str], seed: int, calls: int, reps: int,
                    budget_s: float | None = None, baseline_ms: float | None = None, other: bool = False,
-                   kernel: bool = True) -> dict:
+                   kernel: bool = True, canary: float = 0.0, stand_in: bool = False) -> dict:
         """Starts one configuration's timing session (`judge.worker.session`): buffers for `calls` calls per round,
         warm-up of every contender on inputs drawn from `seed` (sent now, after the kernel is loaded),
         CUDA graphs captured. Replies with the rounds to run (fixed now), the clock per contender and the
         warm-up's outputs to check. `kernel=False`: the baselines alone, before any kernel is loaded (the
-        harness times them so, where no code of a candidate has run)."""
+        harness times them so, where no code of a candidate has run). `canary`: what the evaluator's canary rounds
+        add inside each checked call's interval (`Session._canaried`: ms on the CPU, cycles of sleep on CUDA).
+        `stand_in`: a function that does nothing takes the kernel's place, in a worker no kernel has loaded in yet
+        (refused after): the session the evaluator's clean probe runs (`timed.clean_probe`), every round of it with
+        the kernel's calls left out, so that it costs what the harness's own work around them costs."""
         from kevolve.judge.worker.session import WARMUP_SETS, Session, calls_for, plan_rounds, set_bytes
         self._end_session()
         t0 = time.perf_counter()
@@ -218,12 +227,15 @@ class Worker:
             fn = compiled_baseline(self, which, cfg, None, notes)
             if fn is not None:
                 fns[which] = fn
-        if kernel and self.kernel is None:
+        if stand_in and self.kernel is not None:
+            raise RuntimeError("time_setup: a stand-in only before a kernel loads")
+        if kernel and self.kernel is None and not stand_in:
             raise RuntimeError("time_setup: no kernel is loaded (`load` first, or kernel=False for the baselines)")
-        checked = {"kernel": self.kernel, **({"other": self.other} if other else {})} if kernel else {}
+        mine = _stand_in if stand_in else self.kernel
+        checked = {"kernel": mine, **({"other": self.other} if other else {})} if kernel else {}
         n = calls_for(self.task, sizes, self.abi, calls, reps, self.target == "cuda", len(checked))
         t0 = time.perf_counter()
-        session = Session(self, config, checked, fns, n)
+        session = Session(self, config, checked, fns, n, canary if checked else 0.0)
         allocated = time.perf_counter() - t0
         warm, slowest = session.warmup([seed + i for i in range(min(WARMUP_SETS, len(session.slots)))])
         self.session = session
@@ -240,11 +252,12 @@ class Worker:
                 "clock": clock,
                 "notes": {**notes, **session.notes}, "worker_s": seconds}
 
-    def time_round(self, variants: list[int], hollow: list[str] | None = None) -> dict:
+    def time_round(self, variants: list[int], hollow: list[str] | None = None, canary: list[int] | None = None
+                   ) -> dict:
         """One round of the session: every contender timed interleaved on inputs `variants`; the kernels'
         outputs of every call come back to be checked. `hollow`: contenders left out of a probe round of the
-        evaluator's outside clock (`judge.evaluator.outside`)."""
-        return self.session.run_round(variants, hollow or ())
+        evaluator's outside clock (`judge.evaluator.outside`); `canary`: a canary round (`Session.run_round`)."""
+        return self.session.run_round(variants, hollow or (), tuple(canary or ()))
 
     def time_upload(self) -> dict:
         """Each captured graph replayed once, untimed (`Session.upload`), after the warm-up was checked."""
@@ -329,10 +342,12 @@ class Worker:
         with the task's C signature and called with arguments of its kind through the same path and clock as a
         kernel's timed CPU calls (`timing.CpuClock.wall`), `n` times: what the evaluator holds as the least a
         call can take (`judge.evaluator.impossible`). Refused once a kernel is loaded (its code could bend it);
-        no samples on CUDA or without the evictor's library (then no such floor is applied)."""
+        no samples without the evictor's library (then no such floor is applied). On CUDA: `_trivial_cuda`."""
         if self.kernel is not None:
             raise RuntimeError("trivial: timed only before a kernel loads")
-        if self.target != "cpu" or self.evict_path is None:
+        if self.target == "cuda":
+            return self._trivial_cuda(n)
+        if self.evict_path is None:
             return {"samples": []}
         import torch
         from kevolve.judge.worker import timing
@@ -344,3 +359,27 @@ class Worker:
         sizes, scalars, ws = {name: 1 for name in t.sizes}, t.scalar_values(), torch.zeros(0, dtype=torch.uint8)
         clock = timing.CpuClock(self.evictor, "lines")
         return {"samples": [clock.wall(lambda: noop(ins, outs, sizes, ws, scalars=scalars)) for _ in range(n)]}
+
+    def _trivial_cuda(self, n: int, per_graph: int = 10, cycles: int = 20000) -> dict:
+        """CUDA: ms per call of an empty kernel (`torch.cuda._sleep(0)`) in the same kind of graph as a kernel's
+        timed calls — `per_graph` × (L2 flush, call), less a graph of the flushes alone (`timing.per_call`) — `n`
+        calls in all; and the ms one cycle of `torch.cuda._sleep` adds to a call so timed (from `cycles` per
+        call): the unit of the canary (`judge.evaluator.canary`). Measured before any candidate code runs here."""
+        import torch
+        from kevolve.judge.worker import timing
+        clock = timing.CudaClock()
+        graphs = {"null": clock.capture(lambda i: None, per_graph),
+                  "empty": clock.capture(lambda i: torch.cuda._sleep(0), per_graph),
+                  "slept": clock.capture(lambda i: torch.cuda._sleep(cycles), per_graph)}
+        raw: dict[str, list] = {name: [] for name in graphs}
+        for graph in graphs.values():             # a graph's first replay uploads it: untimed
+            graph.replay()
+        self._sync()
+        for _ in range(max(3, n // per_graph)):
+            for name, graph in graphs.items():
+                raw[name].append(clock.replay(graph))
+        empty = timing.per_call(raw["empty"], raw["null"], per_graph, graph=True)
+        slept = timing.per_call(raw["slept"], raw["null"], per_graph, graph=True)
+        del graphs
+        return {"samples": empty,
+                "cycle_ms": max(0.0, timing.median(slept) - timing.median(empty)) / cycles or None}

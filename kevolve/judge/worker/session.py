@@ -37,7 +37,7 @@ class KernelFailed(RuntimeError):
 
 
 class Session:
-    def __init__(self, worker, config: int, checked: dict, baselines: dict, calls: int):
+    def __init__(self, worker, config: int, checked: dict, baselines: dict, calls: int, canary: float = 0.0):
         cfg = worker.task_configs[config]
         self.w, self.config, self.cfg, self.sizes = worker, config, cfg, cfg.size_dict
         self.scalars = worker.task.scalar_values(cfg)
@@ -56,6 +56,8 @@ class Session:
         self._cold: dict = {}                                # (contender, i) -> its buffers' ranges (`_cold_ranges`)
         self.kind: dict[str, str] = {}
         self.graphs: dict = {}
+        self.canary = canary                                 # the evaluator's known addition (`_canaried`)
+        self.canary_graphs: dict = {}                        # checked kernel -> its graph with the canary
         self.notes: dict[str, str] = {}
         self.round = 0
         self.variants: list[int] = []                       # what `_fill` drew the input sets from, in order
@@ -135,7 +137,7 @@ class Session:
         self.seconds = {}
         with self._span("upload"):
             self._fill_rest()
-            for graph in self.graphs.values():
+            for graph in [*self.graphs.values(), *self.canary_graphs.values()]:
                 graph.replay()
             self.w._sync()
         return {"worker_s": self.seconds}
@@ -144,6 +146,7 @@ class Session:
         """Drops the buffers, graphs and calls now: the calls close over this session (a reference cycle), which
         would otherwise wait for a garbage collection (0.1–0.3 s each with torch loaded)."""
         self.calls, self.graphs, self.outs, self.slots, self.returned, self.described = {}, {}, {}, [], {}, {}
+        self.canary_graphs = {}
         self._cold = {}
         self.snapshots = None
 
@@ -167,7 +170,36 @@ class Session:
                     self.notes[name] = ("not capturable in a CUDA graph, timed queued: "
                                         f"{type(e).__name__}: {str(e)[:200]}")
                     self._clear_error(call)
+        if self.canary:
+            for name in self.checked:
+                if self.kind.get(name) == "graph":        # a kernel captured once must capture again: a failure here
+                    try:                                  # is a refusal of the canary, not a reason to time without it
+                        self.canary_graphs[name] = self.clock.capture(self._canaried(self.calls[name]), self.n)
+                    except Exception as e:                # noqa: BLE001
+                        raise KernelFailed(f"{name} was captured in a CUDA graph once, but not a second time with the "
+                                           f"judge's canary before its calls: {type(e).__name__}: {str(e)[:200]}")
         self.w._sync()
+
+    def _canaried(self, call):
+        """`call` with the evaluator's canary added inside its timed interval, just before it: on the CPU a spin of
+        `canary` ms on this thread's clock, on CUDA `torch.cuda._sleep(canary)` (cycles) on the call's stream — a
+        known duration the evaluator measured in a worker no candidate had run in (`judge.evaluator.canary`)."""
+        if self.cuda:
+            import torch
+            cycles = int(self.canary)
+
+            def slept(i: int) -> None:
+                torch.cuda._sleep(cycles)
+                call(i)
+            return slept
+        seconds = self.canary / 1e3
+
+        def spun(i: int) -> None:
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+            call(i)
+        return spun
 
     def _clear_error(self, call) -> None:
         """A failed capture leaves its error as the CUDA runtime's last error, which a kernel's own
@@ -182,11 +214,18 @@ class Session:
             pass
 
     # ------------------------------------------------------------------ one round
-    def run_round(self, variants: list[int], hollow: list[str] | tuple = ()) -> dict:
+    def run_round(self, variants: list[int], hollow: list[str] | tuple = (), canary: tuple[int, ...] = ()) -> dict:
         """One round; the contenders named in `hollow` (a probe of `judge.evaluator.outside`) are replaced by no-ops
         that cost what everything around their calls costs — the same flushes, graph of flushes, snapshots and
         exports — so that the evaluator's outside clock sees the round without their calls. A hollow round is
-        never counted."""
+        never counted. `canary`: the calls (indices) of the checked kernels that carry the session's canary inside
+        their timed interval (`_canaried`; the evaluator's check of the clock, `judge.evaluator.canary`) — on CUDA
+        every call of the round or none."""
+        canary = tuple(int(i) for i in canary)
+        if canary and (not self.canary or hollow or not all(0 <= i < self.n for i in canary)
+                       or (self.cuda and sorted(canary) != list(range(self.n)))):
+            raise ValueError(f"canary calls {canary}: a session with a canary, no hollow contender, and call indices "
+                             "under the round's calls (on CUDA all of them)")
         self.seconds = {}
         with self._span("fill"):
             self._fill(variants, now=self.cuda)      # the CPU fills each set just before its calls (`_cpu_round`)
@@ -203,7 +242,7 @@ class Session:
             l2.reset_persisting_l2()    # a launch attribute can carry unnamed) keeps nothing in L2 past the flush
         flushed, flush_s = getattr(self.clock, "flushed_bytes", 0), getattr(self.clock, "flush_s", 0.0)
         with self._span("timed calls"):
-            times = self._cuda_round(order, hollow) if self.cuda else self._cpu_round(order, hollow)
+            times = self._cuda_round(order, hollow, canary) if self.cuda else self._cpu_round(order, hollow, canary)
             self.w._sync()
         if not self.cuda:                                # the eviction's share of the timed calls' span
             self.seconds["flush"] = self.clock.flush_s - flush_s
@@ -220,7 +259,7 @@ class Session:
                          "flushed_bytes": getattr(self.clock, "flushed_bytes", 0) - flushed}
         return reply
 
-    def _cuda_round(self, order: list[str], hollow: set = frozenset()) -> dict:
+    def _cuda_round(self, order: list[str], hollow: set = frozenset(), canary: tuple = ()) -> dict:
         clock, times = self.clock, {}
         null = self.graphs.get("_null")
         if null is not None:       # an untimed wake first: the null is every contender's base, and the round's
@@ -228,10 +267,13 @@ class Session:
         times["_null_graph"] = [clock.replay(null)] if null is not None else []
         times["_null_queued"] = [clock.queued(lambda: None)]
         times["_null_synced"] = [clock.synced(lambda: None)]
+        graphs = {**self.graphs, **self.canary_graphs} if canary else self.graphs
         for name in order:
             call = self.calls[name] if name not in hollow else (lambda i: None)
-            if name in self.graphs and (name not in hollow or null is not None):
-                times[name] = [clock.replay(self.graphs[name] if name not in hollow else null)]
+            if canary and name in self.checked:
+                call = self._canaried(call)
+            if name in graphs and (name not in hollow or null is not None):
+                times[name] = [clock.replay(graphs[name] if name not in hollow else null)]
             else:
                 times[name] = self._queued_calls(name, call)
         for name in order:                               # the latency column: one synced call, its own inputs
@@ -260,7 +302,7 @@ class Session:
             samples.append(self.clock.queued(lambda i=i: call(i)))
         return samples
 
-    def _cpu_round(self, order: list[str], hollow: set = frozenset()) -> dict:
+    def _cpu_round(self, order: list[str], hollow: set = frozenset(), canary: tuple = ()) -> dict:
         """Calls interleaved one by one. Input set i is filled, and every checked contender's call-i outputs
         poisoned, only just before the calls on set i (outside their timed intervals; a hollow round does the
         same): were every set filled and every output poisoned at the round's start, one call could compute the
@@ -269,12 +311,14 @@ class Session:
         times: dict[str, list] = {name: [] for name in order}
         self.snapshots = {name: [None] * self.n for name in self.checked}
         calls = {name: (lambda i: None) if name in hollow else c for name, c in self.calls.items()}
+        spiked = {name: self._canaried(calls[name]) for name in self.checked} if canary else {}
         for i in range(self.n):
             self._fill_slot(i, self.variants[i])
             buffers.poison_all([self.outs[name][i] for name in self.checked])
             for j in range(len(order)):
                 name = order[(i + j) % len(order)]
-                times[name].append(self.clock.wall(lambda c=calls[name]: c(i), self._cold_ranges(name, i)))
+                call = spiked[name] if name in spiked and i in canary else calls[name]
+                times[name].append(self.clock.wall(lambda c=call: c(i), self._cold_ranges(name, i)))
                 if name in self.snapshots:              # what the call left when it returned, nothing later
                     self._store_returned(name, i)
                     self.snapshots[name][i] = {n: t.clone() for n, t in self.outs[name][i]["outputs"].items()}

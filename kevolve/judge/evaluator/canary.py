@@ -1,0 +1,99 @@
+"""The canary: a duration the evaluator knows, hidden inside the kernel's own timed calls, to check the clock the
+worker reports with.
+
+Every time a verdict uses is measured in the worker, where the kernel's native code runs; a kernel that reached the
+worker's Python (`tests/adversarial/cpu/slows_torch.cpp` shows a walk past both static layers) can rewrite the
+samples of its own calls as they are taken — divide them, as the forgers of issue 37 did, by 5 on the CPU and by
+thousands on an H200. The outside clock (`judge.evaluator.outside`) sees such a forgery only where the forged share
+exceeds the noise of a round's harness work, which on small configurations is many times the kernel's whole time.
+
+So the evaluator draws in secret which timed calls of each checked kernel carry a *canary* (`positions`: on the CPU a
+quarter of the counted calls, spread over the rounds; on CUDA, where a graph's replay is one sample, a few extra
+rounds), and tells the worker only in that round's request. A call that carries it has, inside its timed interval
+and just before it, an addition of known length: on the CPU a spin of
+`expect_ms` on the worker's monotonic clock; on CUDA `torch.cuda._sleep` of a number of cycles on the call's
+stream (in its own graph), whose length per cycle the evaluator had measured in the same kind of graph before the
+kernel loaded, in a worker no candidate code had run in (`Worker.trivial` → `impossible.Limits.cycle_ms`). An honest
+clock reports canary calls about `expect_ms` slower than plain ones; a clock scaled by 1/k reports them `expect_ms`/k
+slower. A difference of the medians under `REJECT` × `expect_ms` is a rejection that names it; under `NEAR` ×, the
+configuration is timed again (`measure.noisy_bound`). Canary calls are verified like every call, and never counted in
+the kernel's samples; extra canary rounds are not counted by the outside clock's bounds, and in a counted round the
+canary's known time is part of the kernel's share (`timed.time_config`).
+
+What it stops: any forgery that shrinks the kernel's reported samples by a factor over 2 without reading which
+rounds are canary rounds — however small the configuration (no resolution limit: the canary is as long as half the
+slowest baseline's call). What remains: a forger that reads the round's request in the worker and leaves canary
+rounds alone; one that subtracts a constant from every sample (the difference survives; against that, the impossible
+times of `judge.evaluator.impossible` and the outside clock remain); a factor under 2 (at most 2× claimed falsely,
+and between 1.33 and 2 a second timing is asked for first).
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from kevolve.judge.worker.timing import median
+
+SHARE = 0.5                                   # the canary lasts this share of the slowest baseline's call ...
+MIN_MS = {"cpu": 0.02, "cuda": 0.004}         # ... at least this (ms)
+MAX_MS = {"cpu": 20.0, "cuda": 2.0}           # ... at most this
+UNKNOWN_MS = {"cpu": 0.1, "cuda": 0.01}       # no baseline's time known yet
+REJECT, NEAR = 0.5, 0.75                      # of `expect_ms`: the reported difference must reach these
+SHARE_OF_CALLS = 0.25                         # CPU: this share of the counted calls carry the canary ...
+PER_CALL_MIN = 4                              # ... at least this many (else, and on CUDA, extra rounds:)
+EXTRA = 3                                     # one extra canary round per this many counted rounds, at least one
+
+
+@dataclass(frozen=True)
+class Canary:
+    """One configuration's canary: `send` is what the session adds inside a canary round's checked calls (ms on
+    the CPU, sleep cycles on CUDA: `protocol.TimeSetup.canary`), `expect_ms` what that adds to a call's time."""
+    send: float
+    expect_ms: float
+
+
+def plan(target: str, baseline_ms: float | None, cycle_ms: float | None = None) -> Canary | None:
+    """The canary for a configuration whose slowest baseline takes `baseline_ms` per call; None on CUDA without a
+    measured cycle (`cycle_ms`: then no canary rounds are run)."""
+    want = UNKNOWN_MS[target] if not baseline_ms else min(MAX_MS[target], max(MIN_MS[target], SHARE * baseline_ms))
+    if target != "cuda":
+        return Canary(send=want, expect_ms=want)
+    if not cycle_ms:
+        return None
+    cycles = int(want / cycle_ms)
+    return Canary(send=float(cycles), expect_ms=cycles * cycle_ms)
+
+
+def positions(rounds: int, calls: int, cuda: bool) -> tuple[int, dict[int, tuple[int, ...]], set[int]]:
+    """Where the canary goes, drawn by the evaluator's secret random source (the worker learns each round's part in
+    that round's request): all rounds to run, the calls of each round that carry it, and the rounds that are
+    extra (never counted). On the CPU a random `SHARE_OF_CALLS` of the counted rounds' calls, so that canary and
+    plain calls share the same moments of the machine's load; where there are too few calls for that, and always on
+    CUDA (a graph's replay is one sample of all its calls), extra rounds whose every call carries it."""
+    rng = secrets.SystemRandom()
+    if not cuda and rounds * calls >= 2 * PER_CALL_MIN:
+        cells = rng.sample(range(rounds * calls), max(PER_CALL_MIN, int(rounds * calls * SHARE_OF_CALLS)))
+        marks: dict[int, list[int]] = {}
+        for cell in cells:
+            marks.setdefault(cell // calls, []).append(cell % calls)
+        return rounds, {r: tuple(sorted(v)) for r, v in marks.items()}, set()
+    extra = max(1, rounds // EXTRA)
+    total = rounds + extra
+    chosen = set(rng.sample(range(total), extra))
+    return total, {r: tuple(range(calls)) for r in chosen}, chosen
+
+
+def verdict(plain: list[float], canaried: list[float], canary: Canary, who: str) -> tuple[str | None, str | None]:
+    """(failure, near) for one checked kernel: its per-call ms in plain and in canary rounds."""
+    if not plain or not canaried:
+        return None, None
+    seen = median(canaried) - median(plain)
+    said = (f"canary: {who}'s calls with {canary.expect_ms * 1e3:.1f} us of known work added inside their timed "
+            f"interval were reported {seen * 1e3:.1f} us slower than its plain calls ({median(canaried) * 1e3:.1f} "
+            f"against {median(plain) * 1e3:.1f} us)")
+    if seen < REJECT * canary.expect_ms:
+        return said + " — the clock it was timed with reports a fraction of what passed: times scaled in the worker", \
+            None
+    if seen < NEAR * canary.expect_ms:
+        return None, said
+    return None, None

@@ -1,0 +1,86 @@
+"""Work moved out of the timed call into the harness's own steps is charged to the kernel: the outside clock's under
+bound measures the harness's cost of a round without the kernel's calls in a worker no candidate code has run in
+(`timed.clean_probe`), not in the kernel's own worker.
+
+The attacker (`POISONER`, in our own words after issue 37's layernorm_bwd kernel that was accepted at 4.36x): the
+walk of cpu/slows_torch.cpp past both static layers to CPython, with Python that wraps the harness's poison
+function — each time the harness poisons the kernel's outputs for a timed call, torch computes the answer into
+them (the worker's eager baseline on that call's inputs) — and replaces the kernel's timed call with a spin of
+20 us, above every impossible-time limit. Its correctness calls compute honestly, every timed call's outputs are
+right, the canary sees an honest clock. The work is real, and it is done in the worker; only not inside the timed
+interval. On `layernorm_heavy`, whose baseline repeats the operation, that work is many times a round's own.
+Its probe rounds in its own worker poison, and so compute, all the same: measured against them the work cancels
+out; measured against the clean probe it does not.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kevolve.judge import build as builder
+from kevolve.judge.evaluator import measure
+from kevolve.judge.evaluator.harness import judge
+from kevolve.judge.options import Options
+from kevolve.judge.static import rules, symbols
+from kevolve.task import load_task
+from reach_python import with_python
+
+HERE = Path(__file__).resolve().parent
+HEAVY = HERE.parent / "kernels" / "tasks" / "layernorm_heavy"
+TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=5.0, timeout=60)
+POISONER = with_python("""import sys, time
+import kevolve.judge.worker.session as S
+import kevolve.judge.worker.buffers as Bf
+_poison = Bf.poison_all
+def _poisoned(bufs):
+    _poison(bufs)
+    f = sys._getframe(1)
+    se, i = f.f_locals.get('self'), f.f_locals.get('i')
+    if isinstance(se, S.Session) and isinstance(i, int) and 'eager' in se.calls and 'kernel' in se.outs:
+        r = se.calls['eager'](i)
+        for t, v in zip(se.outs['kernel'][i]['outputs'].values(), r if isinstance(r, (tuple, list)) else [r]):
+            t.copy_(v)
+Bf.poison_all = _poisoned
+def _spin(self, name, kernel):
+    def call(i):
+        end = time.perf_counter() + 2e-05
+        while time.perf_counter() < end:
+            pass
+    return call
+S.Session._kernel_call = _spin
+print('POISONER armed', file=sys.stderr)
+""")
+
+pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
+
+
+def _judged(source: str):
+    assert rules.check(source, "cpu").ok, "the attacker must get past the static rules"
+    built = builder.build(source, "cpu")
+    assert built.ok, built.error
+    assert symbols.check(built.lib_path, "cpu") is None, "... and past the symbol check"
+    return judge(load_task(HEAVY), built.lib_path, TIMED)
+
+
+def test_work_done_while_the_harness_poisons_is_charged_to_the_kernel():
+    ev = _judged(POISONER)
+    assert "POISONER armed" in ev.log, "the attack itself must work here, or this test proves nothing"
+    assert not ev.correct and ev.stage == "timing", ev.failure
+    assert "outside clock, under bound" in ev.failure and "for the kernel" in ev.failure, ev.failure
+
+
+def test_measured_against_its_own_workers_probes_the_same_attack_is_accepted(monkeypatch):
+    """What the clean probe is for: without it (the probes in the kernel's own worker only, as before), the same
+    kernel is accepted, with a time of a few tens of microseconds against the baseline's hundreds of milliseconds."""
+    monkeypatch.setattr(measure, "clean_probes", lambda *a, **k: None)
+    ev = _judged(POISONER)
+    assert "POISONER armed" in ev.log
+    assert ev.correct, ev.failure
+    m = ev.measurements[0]
+    assert m.kernel.median < 0.001 * m.best_torch, (m.kernel, m.best_torch)
+
+
+def test_the_honest_twin_is_accepted():
+    ev = judge(load_task(HEAVY), builder.build((HEAVY / "seeds" / "cpu.cpp").read_text(), "cpu").lib_path, TIMED)
+    assert ev.correct, ev.failure
