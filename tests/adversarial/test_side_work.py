@@ -1,6 +1,6 @@
-"""Work moved out of the timed call into the harness's own steps is charged to the kernel: the outside clock's under
-bound measures the harness's cost of a round without the kernel's calls in a worker no candidate code has run in
-(`timed.clean_probe`), not in the kernel's own worker.
+"""Work moved out of the timed call into the harness's own steps is charged to the kernel: the outside clock's
+side-work bound compares the kernel's probe (a round without its calls, in its own worker) with the same round
+measured before the kernel loaded, in a worker no candidate code had run in (`timed.clean_probe`).
 
 The attacker (`POISONER`, in our own words after issue 37's layernorm_bwd kernel that was accepted at 4.36x): the
 walk of cpu/slows_torch.cpp past both static layers to CPython, with Python that wraps the harness's poison
@@ -9,8 +9,8 @@ them (the worker's eager baseline on that call's inputs) — and replaces the ke
 20 us, above every impossible-time limit. Its correctness calls compute honestly, every timed call's outputs are
 right, the canary sees an honest clock. The work is real, and it is done in the worker; only not inside the timed
 interval. On `layernorm_heavy`, whose baseline repeats the operation, that work is many times a round's own.
-Its probe rounds in its own worker poison, and so compute, all the same: measured against them the work cancels
-out; measured against the clean probe it does not.
+Its probe rounds in its own worker poison, and so compute, all the same: against them (the under bound) the work
+cancels out; against the clean probe it does not.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_work_done_while_the_harness_poisons_is_charged_to_the_kernel():
     ev = _judged(POISONER)
     assert "POISONER armed" in ev.log, "the attack itself must work here, or this test proves nothing"
     assert not ev.correct and ev.stage == "timing", ev.failure
-    assert "outside clock, under bound" in ev.failure and "for the kernel" in ev.failure, ev.failure
+    assert "outside clock, side-work bound" in ev.failure and "the kernel" in ev.failure, ev.failure
 
 
 def test_measured_against_its_own_workers_probes_the_same_attack_is_accepted(monkeypatch):

@@ -22,9 +22,9 @@ def main() -> None:
 
         original = worker.Worker.time_setup
 
-        def out_of_memory(self, *args, kernel: bool = True, **kwargs):
-            if not kernel:                  # the baselines alone, before the kernel loads: as they are
-                return original(self, *args, kernel=kernel, **kwargs)
+        def out_of_memory(self, *args, kernel: bool = True, stand_in: bool = False, **kwargs):
+            if not kernel or stand_in:      # the baselines alone, or the clean probe, before the kernel loads
+                return original(self, *args, kernel=kernel, stand_in=stand_in, **kwargs)
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1024.00 MiB (another process holds it)")
         worker.Worker.time_setup = out_of_memory
     worker.main()

@@ -97,7 +97,8 @@ def noisy_bound(failure: str) -> bool:
     violation is confirmed by timing the configuration once more before it is a verdict (a worker that forges its
     times forges them again); the sum bound, a law for any honest worker on any machine, and every check of
     outputs are never retried."""
-    return failure.startswith(("outside clock, under bound", "outside clock, over bound", "canary:"))
+    return failure.startswith(("outside clock, under bound", "outside clock, over bound",
+                               "outside clock, side-work bound", "canary:"))
 
 
 def _failed(m: Measurement, why: str, checked: int) -> Measurement:

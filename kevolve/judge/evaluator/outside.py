@@ -16,7 +16,7 @@ exports, a torch-ABI kernel's result copies) is done as in a counted round (`Ses
 share of a counted round, seen from outside, is the difference between a counted round (the median of them) and its
 probe.
 
-The bounds (a violation is a rejected verdict that names the bound — of bounds 2 and 3, once a second timing of
+The bounds (a violation is a rejected verdict that names the bound — of bounds 2, 2b and 3, once a second timing of
 the configuration confirms it, since a busy machine can break them for an honest worker: `harness.noisy_bound`;
 a miss that eats more than half its slack is *near*, and the configuration is timed again; a second near miss
 passes):
@@ -35,6 +35,11 @@ passes):
    work both rounds share (contention on a shared machine moved it by a third between two rounds; the CPU
    flush is single-threaded, `timing.CpuClock`, since a thread pool's barrier spins made it far noisier). A
    worker that shrinks its kernel's times below what its calls demonstrably burned is rejected.
+2b. **side work** (the kernel) — its probe in its own worker burned at most the CPU of the same round taken
+   before the kernel loaded (the *clean probe*, `timed.clean_probe`: the same session with a no-op in the
+   kernel's place, in a worker no candidate code had run in), plus bound 2's slack. Work a kernel adds to the
+   harness's own steps in its worker (its answer computed while the harness poisons its outputs; torch slowed)
+   is in its probes too, where bound 2 would cancel it out; here it is not.
 3. **over** (all contenders together: the kernel, the baselines; in a paired comparison both kernels) — their
    reported shares together are at most the wall difference between the counted rounds and the probe without
    any call, plus half the longer of the two (on a loaded
@@ -191,10 +196,12 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
     for party, probe in probes.items():
         share = shares[party]
         base_cpu, base_main = _without(probe, probes.values(), "cpu_ms"), _without(probe, probes.values(), "main_ms")
-        before = (clean or {}).get(party) or ()
-        if before:
-            base_cpu, base_main = (_median([getattr(r, f) for r in before]) if None not in
-                                   [getattr(r, f) for r in before] else None for f in ("cpu_ms", "main_ms"))
+        side = _side_work(party, probe, (clean or {}).get(party) or (), n_cores)   # bound 2b, before bound 2
+        if side is not None:
+            made.append(side[0])
+            if side[1]:
+                return ClockRuling(failure=side[1], checks=tuple(made))
+            near = near or side[2]
         if "under" in bounds[party] and cpu is not None and base_cpu is not None:
             burned = cpu - base_cpu                             # bound 2: the wall share is at least the CPU its
             floor = burned / n_cores                            # calls burned on the one thread that makes them,
@@ -225,6 +232,31 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
             if share > ceiling + NEAR * slack:
                 near = near or f"{party}: over bound, {share:.2f} ms reported against {ceiling:.2f} ms"
     return ClockRuling(near=near, checks=tuple(made))
+
+
+def _side_work(party: str, probe: Round, clean: tuple[Round, ...], n_cores: int) -> tuple | None:
+    """Bound 2b, *side work*: a party's probe in its own worker (its calls left out) burned at most as much CPU as
+    the same round before the kernel loaded (`clean`: the clean probe's rounds, the heaviest of them, since both
+    are a session's first rounds), plus the slack of bound 2. Work a kernel added to the harness's own steps —
+    its answer computed while the harness poisons its outputs, torch slowed in its worker — is in the one and
+    not the other. Returns (check, failure, near), or None where there is no clean probe or CPU clock."""
+    if not clean:
+        return None
+    field = "main_ms" if probe.main_ms is not None and None not in [r.main_ms for r in clean] else "cpu_ms"
+    if getattr(probe, field) is None or None in [getattr(r, field) for r in clean]:
+        return None
+    scale = 1 if field == "main_ms" else n_cores
+    before = max(getattr(r, field) for r in clean) / scale
+    extra = getattr(probe, field) / scale - before
+    slack = CPU_NOISE * before + SLACK_MS
+    check = (party, "side work", 0.0, extra, slack)
+    if extra > slack:
+        return check, (f"outside clock, side-work bound: a round without the calls of {party} burned {extra:.2f} ms "
+                       f"more CPU in the kernel's worker than the same round before the kernel loaded (slack "
+                       f"{slack:.2f} ms) — work added to the harness's own steps, outside every timed call"), None
+    if extra > NEAR * slack:
+        return check, None, f"{party}: side-work bound, {extra:.2f} ms over the clean probe"
+    return check, None, None
 
 
 def _without(probe: Round, probes, field: str) -> float | None:

@@ -67,7 +67,7 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     (`harness._judge`): no code of the candidate has run in that process, so nothing checks them from outside.
     `canary`: where the kernel's calls carry the canary (`judge.evaluator.canary`), whose difference is checked;
     `clean`: the clean probe's rounds (`clean_probe`), the harness's own cost of a round without the kernel's calls,
-    measured before the kernel loaded: the outside clock's under bound charges the kernel with everything above it."""
+    measured before the kernel loaded: what the kernel's own probe may cost (the outside clock's side-work bound)."""
     with exchange.kept_open():          # the session's buffers, opened once for all its rounds
         return _time_config(worker, checker, cfg, index, options, baselines, other, baseline_ms, kernel,
                             canary if kernel else None, clean)
@@ -184,7 +184,7 @@ def _per_call(raw: dict, values: list, kind: str, n: int) -> list[float]:
     return timing.per_call(values, null, n if kind == "graph" else 1, graph=kind == "graph")
 
 
-CLEAN_ROUNDS = 3                        # rounds of a clean probe (`clean_probe`); their median counts
+CLEAN_ROUNDS = 2                        # rounds of a clean probe (`clean_probe`); the heaviest counts
 
 
 def clean_probe(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
@@ -194,9 +194,10 @@ def clean_probe(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     the same baselines, calls, buffers, flushes and exports — with a function that does nothing in the kernel's
     place and its calls left out (`Worker.time_setup(stand_in=True)`), `CLEAN_ROUNDS` rounds. The kernel's probe
     rounds run in its own worker, where work a kernel adds to the harness's steps (computing its answer while the
-    harness poisons its outputs, say) would be in them too and cancel out; against this one, the outside clock's
-    under bound charges it to the kernel. Nothing of the stand-in's outputs is checked; the inputs come back as
-    always. Raises `WorkerDied` if the worker fails (the harness's failure: no kernel is loaded)."""
+    harness poisons its outputs, say) would be in them too and cancel out of the under bound; the side-work bound
+    compares the kernel's probe with this one (`outside._side_work`). Nothing of the stand-in's outputs is
+    checked; the inputs come back as always. Raises `WorkerDied` if the worker fails (the harness's failure: no
+    kernel is loaded)."""
     hollow = ("kernel",)
     limit = options.timeout + 60
     with exchange.kept_open():
