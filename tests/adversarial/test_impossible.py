@@ -32,8 +32,9 @@ TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
 TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.05, timeout=60)
 FORGE = """import kevolve.judge.worker.session as S
 _round = S.Session._cpu_round
-def _forged(self, order, hollow=frozenset(), canary=()):
-    t = _round(self, order, hollow, canary)
+def _forged(self, *a, **k):
+    t = _round(self, *a, **k)
+    canary = a[2] if len(a) > 2 else k.get('canary', ())
     if 'kernel' in t: t['kernel'] = [x if SPARE and i in canary else x / DIVISOR for i, x in enumerate(t['kernel'])]
     return t
 S.Session._cpu_round = _forged

@@ -10,7 +10,7 @@ exceeds the noise of a round's harness work, which on small configurations is ma
 So the evaluator draws in secret which timed calls of each checked kernel carry a *canary* (`positions`: on the CPU a
 quarter of the counted calls, spread over the rounds; on CUDA, where a graph's replay is one sample, a few extra
 rounds), and tells the worker only in that round's request. A call that carries it has, inside its timed interval
-and just before it, an addition of known length: on the CPU a spin of
+and just after it, an addition of known length: on the CPU a spin of
 `expect_ms` on the worker's monotonic clock; on CUDA `torch.cuda._sleep` of a number of cycles on the call's
 stream (in its own graph), whose length per cycle the evaluator had measured in the same kind of graph before the
 kernel loaded, in a worker no candidate code had run in (`Worker.trivial` → `impossible.Limits.cycle_ms`). An honest

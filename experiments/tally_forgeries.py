@@ -1,0 +1,47 @@
+"""Issue 37's tally of forged times on the CPU: each hostile kernel of `tests/adversarial/test_impossible.py` and
+`test_side_work.py` (and slows_torch.cpp), and each honest twin, judged as those tests judge them; one line each:
+accepted or rejected, and why. The hostile sources come from ATTACKS (a checkout's tests/adversarial, default this
+one), the judge from the checkout on PYTHONPATH, so an older judge can be tried against today's attacks:
+
+    PYTHONPATH=$PWD python experiments/tally_forgeries.py
+    PYTHONPATH=/path/to/older/checkout ATTACKS=$PWD/tests/adversarial python experiments/tally_forgeries.py
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(os.environ.get("ATTACKS") or Path(__file__).resolve().parent.parent / "tests" / "adversarial")
+sys.path.insert(0, str(HERE))
+
+
+def main() -> None:
+    import test_impossible as imp
+    import test_side_work as side
+    from kevolve.judge import build as builder
+    from kevolve.judge.evaluator.harness import judge
+    from kevolve.task import load_task
+    tiny, heavy = load_task(imp.TINY), load_task(side.HEAVY)
+    cases = [("forger /1000, spares the canary", True, tiny, imp.FORGER, imp.TIMED),
+             ("scaler /5, every call", True, tiny, imp.SCALER, imp.TIMED),
+             ("poisoner: answer computed while poisoned", True, heavy, side.POISONER, side.TIMED),
+             ("slows torch in its worker", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(), imp.TIMED),
+             ("honest tiny seed", False, tiny, (imp.TINY / "seeds" / "cpu.cpp").read_text(), imp.TIMED),
+             ("honest heavy seed", False, heavy, (side.HEAVY / "seeds" / "cpu.cpp").read_text(), side.TIMED)]
+    wrong = {True: 0, False: 0}
+    for name, hostile, task, source, options in cases:
+        t0 = time.time()
+        built = builder.build(source, "cpu")
+        ev = judge(task, built.lib_path, options) if built.ok else None
+        ok = bool(ev and ev.correct)
+        wrong[hostile] += ok if hostile else not ok
+        why = "" if ok else (ev.failure if ev else built.error)[:160]
+        print(f"{name:45s} {'hostile' if hostile else 'honest ':7s} {'ACCEPTED' if ok else 'rejected'} "
+              f"{time.time() - t0:5.1f}s {why}", flush=True)
+    print(f"hostile wrongly accepted: {wrong[True]} of 4; honest wrongly rejected: {wrong[False]} of 2")
+
+
+if __name__ == "__main__":
+    main()
