@@ -1,5 +1,6 @@
 """Issue 37's tally of forged times on the CPU: each hostile kernel of `tests/adversarial/test_impossible.py` and
-`test_side_work.py` (and slows_torch.cpp), and each honest twin, judged as those tests judge them; one line each:
+`test_side_work.py` (built by `reach_python.py`; and slows_torch.cpp), and each honest twin, judged as those tests
+judge them; one line each:
 accepted or rejected, and why. The hostile sources come from ATTACKS (a checkout's tests/adversarial, default this
 one), the judge from the checkout on PYTHONPATH, so an older judge can be tried against today's attacks:
 
@@ -18,18 +19,22 @@ sys.path.insert(0, str(HERE))
 
 
 def main() -> None:
-    import test_impossible as imp
-    import test_side_work as side
+    from reach_python import POISON, forger, with_python
     from kevolve.judge import build as builder
     from kevolve.judge.evaluator.harness import judge
+    from kevolve.judge.options import Options
     from kevolve.task import load_task
-    tiny, heavy = load_task(imp.TINY), load_task(side.HEAVY)
-    cases = [("forger /1000, spares the canary", True, tiny, imp.FORGER, imp.TIMED),
-             ("scaler /5, every call", True, tiny, imp.SCALER, imp.TIMED),
-             ("poisoner: answer computed while poisoned", True, heavy, side.POISONER, side.TIMED),
-             ("slows torch in its worker", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(), imp.TIMED),
-             ("honest tiny seed", False, tiny, (imp.TINY / "seeds" / "cpu.cpp").read_text(), imp.TIMED),
-             ("honest heavy seed", False, heavy, (side.HEAVY / "seeds" / "cpu.cpp").read_text(), side.TIMED)]
+    tasks = HERE.parent / "kernels" / "tasks"
+    tiny, heavy = load_task(tasks / "layernorm_tiny"), load_task(tasks / "layernorm_heavy")
+    small = dict(target="cpu", shapes="small", baselines=("eager",), reps=5, timeout=60)   # as the tests judge
+    on_tiny, on_heavy = Options(**small, budget_s=0.05), Options(**small, budget_s=5.0)
+    cases = [("forger /1000, spares the canary", True, tiny, forger(1000.0, True), on_tiny),
+             ("scaler /5, every call", True, tiny, forger(5.0, False), on_tiny),
+             ("poisoner: answer computed while poisoned", True, heavy, with_python(POISON), on_heavy),
+             ("slows torch in its worker", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(), on_tiny),
+             ("honest tiny seed", False, tiny, (tasks / "layernorm_tiny" / "seeds" / "cpu.cpp").read_text(), on_tiny),
+             ("honest heavy seed", False, heavy, (tasks / "layernorm_heavy" / "seeds" / "cpu.cpp").read_text(),
+              on_heavy)]
     wrong = {True: 0, False: 0}
     for name, hostile, task, source, options in cases:
         t0 = time.time()

@@ -12,6 +12,49 @@ HERE = Path(__file__).resolve().parent
 _RUN = re.compile(r'as<run_t>\(w\[0\]\.got\)\((?:\s*"(?:[^"\\]|\\.)*")+\);')
 
 
+# Divides the kernel's own samples by DIVISOR as each CPU round returns them, the baselines' left alone; with SPARE
+# true it leaves the calls that carry the evaluator's canary alone (a forger that reads each round's request).
+FORGE = """import kevolve.judge.worker.session as S
+_round = S.Session._cpu_round
+def _forged(self, *a, **k):
+    t = _round(self, *a, **k)
+    canary = a[2] if len(a) > 2 else k.get('canary', ())
+    if 'kernel' in t: t['kernel'] = [x if SPARE and i in canary else x / DIVISOR for i, x in enumerate(t['kernel'])]
+    return t
+S.Session._cpu_round = _forged
+"""
+
+# Computes the kernel's answer with torch (the worker's eager baseline on that call's inputs) each time the harness
+# poisons the kernel's outputs, and makes every timed call of the kernel a 20 us spin.
+POISON = """import sys, time
+import kevolve.judge.worker.session as S
+import kevolve.judge.worker.buffers as Bf
+_poison = Bf.poison_all
+def _poisoned(bufs):
+    _poison(bufs)
+    f = sys._getframe(1)
+    se, i = f.f_locals.get('self'), f.f_locals.get('i')
+    if isinstance(se, S.Session) and isinstance(i, int) and 'eager' in se.calls and 'kernel' in se.outs:
+        r = se.calls['eager'](i)
+        for t, v in zip(se.outs['kernel'][i]['outputs'].values(), r if isinstance(r, (tuple, list)) else [r]):
+            t.copy_(v)
+Bf.poison_all = _poisoned
+def _spin(self, name, kernel):
+    def call(i):
+        end = time.perf_counter() + 2e-05
+        while time.perf_counter() < end:
+            pass
+    return call
+S.Session._kernel_call = _spin
+print('POISONER armed', file=sys.stderr)
+"""
+
+
+def forger(divisor: float, spare: bool) -> str:
+    """FORGE with its divisor, and whether it spares the canary's calls, as the Python the walk runs."""
+    return with_python(FORGE.replace("DIVISOR", repr(divisor)).replace("SPARE", repr(spare)))
+
+
 def with_python(python: str) -> str:
     """slows_torch.cpp with `python` (no backslash or double quote in it) as the Python its walk runs."""
     if "\\" in python or '"' in python:

@@ -25,29 +25,15 @@ from kevolve.judge.options import Options
 from kevolve.judge.rounds import set_bytes
 from kevolve.judge.static import rules, symbols
 from kevolve.task import load_task
-from reach_python import with_python
+from reach_python import forger
 
 HERE = Path(__file__).resolve().parent
 TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
 TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.05, timeout=60)
-FORGE = """import kevolve.judge.worker.session as S
-_round = S.Session._cpu_round
-def _forged(self, *a, **k):
-    t = _round(self, *a, **k)
-    canary = a[2] if len(a) > 2 else k.get('canary', ())
-    if 'kernel' in t: t['kernel'] = [x if SPARE and i in canary else x / DIVISOR for i, x in enumerate(t['kernel'])]
-    return t
-S.Session._cpu_round = _forged
-"""
 
 
-def _forger(divisor: float, spare: bool) -> str:
-    """FORGE with its divisor, and whether it spares the canary's calls, as the Python the walk runs."""
-    return with_python(FORGE.replace("DIVISOR", repr(divisor)).replace("SPARE", repr(spare)))
-
-
-FORGER = _forger(1000.0, spare=True)
-SCALER = _forger(5.0, spare=False)
+FORGER = forger(1000.0, spare=True)
+SCALER = forger(5.0, spare=False)
 
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 

@@ -24,33 +24,12 @@ from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
 from kevolve.judge.static import rules, symbols
 from kevolve.task import load_task
-from reach_python import with_python
+from reach_python import POISON, with_python
 
 HERE = Path(__file__).resolve().parent
 HEAVY = HERE.parent / "kernels" / "tasks" / "layernorm_heavy"
 TIMED = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=5.0, timeout=60)
-POISONER = with_python("""import sys, time
-import kevolve.judge.worker.session as S
-import kevolve.judge.worker.buffers as Bf
-_poison = Bf.poison_all
-def _poisoned(bufs):
-    _poison(bufs)
-    f = sys._getframe(1)
-    se, i = f.f_locals.get('self'), f.f_locals.get('i')
-    if isinstance(se, S.Session) and isinstance(i, int) and 'eager' in se.calls and 'kernel' in se.outs:
-        r = se.calls['eager'](i)
-        for t, v in zip(se.outs['kernel'][i]['outputs'].values(), r if isinstance(r, (tuple, list)) else [r]):
-            t.copy_(v)
-Bf.poison_all = _poisoned
-def _spin(self, name, kernel):
-    def call(i):
-        end = time.perf_counter() + 2e-05
-        while time.perf_counter() < end:
-            pass
-    return call
-S.Session._kernel_call = _spin
-print('POISONER armed', file=sys.stderr)
-""")
+POISONER = with_python(POISON)
 
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 
