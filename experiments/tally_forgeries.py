@@ -31,7 +31,8 @@ def main() -> None:
     cases = [("forger /1000, spares the canary", True, tiny, forger(1000.0, True), on_tiny),
              ("scaler /5, every call", True, tiny, forger(5.0, False), on_tiny),
              ("poisoner: answer computed while poisoned", True, heavy, with_python(POISON), on_heavy),
-             ("slows torch in its worker", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(), on_tiny),
+             ("slows torch in its worker (gains nothing?)", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(),
+              on_tiny),
              ("honest tiny seed", False, tiny, (tasks / "layernorm_tiny" / "seeds" / "cpu.cpp").read_text(), on_tiny),
              ("honest heavy seed", False, heavy, (tasks / "layernorm_heavy" / "seeds" / "cpu.cpp").read_text(),
               on_heavy)]
@@ -42,7 +43,7 @@ def main() -> None:
         ev = judge(task, built.lib_path, options) if built.ok else None
         ok = bool(ev and ev.correct)
         wrong[hostile] += ok if hostile else not ok
-        why = "" if ok else (ev.failure if ev else built.error)[:160]
+        why = f"speedup {ev.speedup:.2f}x" if ok and ev.speedup else (ev.failure if ev else built.error)[:160]
         print(f"{name:45s} {'hostile' if hostile else 'honest ':7s} {'ACCEPTED' if ok else 'rejected'} "
               f"{time.time() - t0:5.1f}s {why}", flush=True)
     print(f"hostile wrongly accepted: {wrong[True]} of 4; honest wrongly rejected: {wrong[False]} of 2")

@@ -55,6 +55,20 @@ def forger(divisor: float, spare: bool) -> str:
     return with_python(FORGE.replace("DIVISOR", repr(divisor)).replace("SPARE", repr(spare)))
 
 
+def judged(source: str, task_dir: Path, options):
+    """`source` judged on the CPU as an attacker's kernel: it must get past the static rules and the symbol check
+    (else the test proves nothing), then `judge` on the task in `task_dir`."""
+    from kevolve.judge import build as builder
+    from kevolve.judge.evaluator.harness import judge
+    from kevolve.judge.static import rules, symbols
+    from kevolve.task import load_task
+    assert rules.check(source, "cpu").ok, "the attacker must get past the static rules"
+    built = builder.build(source, "cpu")
+    assert built.ok, built.error
+    assert symbols.check(built.lib_path, "cpu") is None, "... and past the symbol check"
+    return judge(load_task(task_dir), built.lib_path, options)
+
+
 def with_python(python: str) -> str:
     """slows_torch.cpp with `python` (no backslash or double quote in it) as the Python its walk runs."""
     if "\\" in python or '"' in python:

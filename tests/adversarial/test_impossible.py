@@ -23,9 +23,8 @@ from kevolve.judge.evaluator import canary, impossible
 from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
 from kevolve.judge.rounds import set_bytes
-from kevolve.judge.static import rules, symbols
 from kevolve.task import load_task
-from reach_python import forger
+from reach_python import forger, judged
 
 HERE = Path(__file__).resolve().parent
 TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
@@ -39,11 +38,7 @@ pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.p
 
 
 def _judged(source: str):
-    assert rules.check(source, "cpu").ok, "the attacker must get past the static rules"
-    built = builder.build(source, "cpu")
-    assert built.ok, built.error
-    assert symbols.check(built.lib_path, "cpu") is None, "... and past the symbol check"
-    return judge(load_task(TINY), built.lib_path, TIMED)
+    return judged(source, TINY, TIMED)
 
 
 def test_a_kernel_that_divides_its_own_times_is_rejected_as_impossible():

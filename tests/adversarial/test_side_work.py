@@ -22,9 +22,8 @@ from kevolve.judge import build as builder
 from kevolve.judge.evaluator import measure
 from kevolve.judge.evaluator.harness import judge
 from kevolve.judge.options import Options
-from kevolve.judge.static import rules, symbols
 from kevolve.task import load_task
-from reach_python import POISON, with_python
+from reach_python import POISON, judged, with_python
 
 HERE = Path(__file__).resolve().parent
 HEAVY = HERE.parent / "kernels" / "tasks" / "layernorm_heavy"
@@ -35,11 +34,7 @@ pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.p
 
 
 def _judged(source: str):
-    assert rules.check(source, "cpu").ok, "the attacker must get past the static rules"
-    built = builder.build(source, "cpu")
-    assert built.ok, built.error
-    assert symbols.check(built.lib_path, "cpu") is None, "... and past the symbol check"
-    return judge(load_task(HEAVY), built.lib_path, TIMED)
+    return judged(source, HEAVY, TIMED)
 
 
 def test_work_done_while_the_harness_poisons_is_charged_to_the_kernel():

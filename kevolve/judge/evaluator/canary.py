@@ -21,7 +21,7 @@ the kernel's samples; extra canary rounds are not counted by the outside clock's
 canary's known time is part of the kernel's share (`timed.time_config`).
 
 What it stops: any forgery that shrinks the kernel's reported samples by a factor over 2 without reading which
-rounds are canary rounds — however small the configuration (no resolution limit: the canary is as long as half the
+rounds are canary rounds — however small the configuration (no resolution limit: the canary is as long as the
 slowest baseline's call). What remains: a forger that reads the round's request in the worker and leaves canary
 rounds alone; one that subtracts a constant from every sample (the difference survives; against that, the impossible
 times of `judge.evaluator.impossible` and the outside clock remain); a factor under 2 (at most 2× claimed falsely,
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 from kevolve.judge.worker.timing import median
 
-SHARE = 0.5                                   # the canary lasts this share of the slowest baseline's call ...
-MIN_MS = {"cpu": 0.02, "cuda": 0.004}         # ... at least this (ms)
+SHARE = 1.0                                   # the canary lasts this share of the slowest baseline's call ...
+MIN_MS = {"cpu": 0.05, "cuda": 0.005}         # ... at least this (ms)
 MAX_MS = {"cpu": 20.0, "cuda": 2.0}           # ... at most this
 UNKNOWN_MS = {"cpu": 0.1, "cuda": 0.01}       # no baseline's time known yet
 REJECT, NEAR = 0.5, 0.75                      # of `expect_ms`: the reported difference must reach these

@@ -67,7 +67,8 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     (`harness._judge`): no code of the candidate has run in that process, so nothing checks them from outside.
     `canary`: where the kernel's calls carry the canary (`judge.evaluator.canary`), whose difference is checked;
     `clean`: the clean probe's rounds (`clean_probe`), the harness's own cost of a round without the kernel's calls,
-    measured before the kernel loaded: what the kernel's own probe may cost (the outside clock's side-work bound)."""
+    measured before the kernel loaded: what the probe without any call may cost in the kernel's worker (the outside
+    clock's side-work bound)."""
     with exchange.kept_open():          # the session's buffers, opened once for all its rounds
         return _time_config(worker, checker, cfg, index, options, baselines, other, baseline_ms, kernel,
                             canary if kernel else None, clean)
@@ -169,7 +170,8 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
                          + (in_counted.get(c, 0.0) * canary.expect_ms if canary else 0.0)
                          for c in hollow) for party, hollow in parties.items()}
     bounds = {party: ("over",) if party == ALL else ("under",) for party in parties}
-    seen = outside.check(counted, probes, shares, bounds, outside.cores(worker.pid), clean={"the kernel": clean})
+    quiet = ALL if ALL in parties else next(iter(parties), "")       # the kernel's worker's probe without any call
+    seen = outside.check(counted, probes, shares, bounds, outside.cores(worker.pid), clean={quiet: clean})
     per_sample = n if setup.clock.get("kernel") == "graph" else 1          # a graph's sample is n calls
     return Timed(samples, latency, setup.clock, setup.notes, checked, failure=seen.failure, near=seen.near or near,
                  outside=seen.checks, canary_calls=len(raw_canary["kernel"]) * per_sample)
@@ -192,13 +194,13 @@ def clean_probe(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     """The harness's own cost of one of `cfg`'s timed rounds without the kernel's calls, measured from outside in a
     worker no candidate code has run in yet (before the kernel loads): the same session as the kernel's will be —
     the same baselines, calls, buffers, flushes and exports — with a function that does nothing in the kernel's
-    place and its calls left out (`Worker.time_setup(stand_in=True)`), `CLEAN_ROUNDS` rounds. The kernel's probe
-    rounds run in its own worker, where work a kernel adds to the harness's steps (computing its answer while the
-    harness poisons its outputs, say) would be in them too and cancel out of the under bound; the side-work bound
-    compares the kernel's probe with this one (`outside._side_work`). Nothing of the stand-in's outputs is
-    checked; the inputs come back as always. Raises `WorkerDied` if the worker fails (the harness's failure: no
-    kernel is loaded)."""
-    hollow = ("kernel",)
+    place and every contender's calls left out (`Worker.time_setup(stand_in=True)`), `CLEAN_ROUNDS` rounds. The
+    probe rounds run in the kernel's own worker, where work a kernel adds to the harness's steps (computing its
+    answer while the harness poisons its outputs, say) would be in them too and cancel out of the under bound;
+    the side-work bound compares its probe without any call with this one (`outside._side_work`). Nothing of the
+    stand-in's outputs is checked; the inputs come back as always. Raises `WorkerDied` if the worker fails (the
+    harness's failure: no kernel is loaded)."""
+    hollow = ("kernel", *baselines)     # every contender left out: the probe without any call
     limit = options.timeout + 60
     with exchange.kept_open():
         seed = fresh_variant()

@@ -7,9 +7,8 @@
 // libpython's PyRun_SimpleString (by hash). The address becomes a callable through a template that copies bytes
 // (the rules see a `T`, not a function pointer). On its first call it patches torch in its own worker so that every
 // later F.layer_norm (the eager baseline) spins for 20 ms first — torch made slow beside the kernel, so the kernel's
-// speedup would grow 50-fold. It computes correctly. What holds: its worker's rounds without its calls now cost
-// more than the same rounds before it loaded (the outside clock's side-work bound rejects it), and the harness times
-// the baselines before the kernel loads and counts the faster time (tests/adversarial/test_inprocess.py); what it tries that the confinement
+// speedup would grow 50-fold. It computes correctly. What holds: the harness times the baselines before the kernel
+// loads and counts the faster time (tests/adversarial/test_inprocess.py); what it tries that the confinement
 // refuses is evidence (judge/evaluator/evidence.py) — this one tries nothing the confinement refuses.
 #include <cstdint>
 #include <cstdio>
