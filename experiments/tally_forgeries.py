@@ -28,8 +28,9 @@ def main() -> None:
     tiny, heavy = load_task(tasks / "layernorm_tiny"), load_task(tasks / "layernorm_heavy")
     small = dict(target="cpu", shapes="small", baselines=("eager",), reps=5, timeout=60)   # as the tests judge
     on_tiny, on_heavy = Options(**small, budget_s=0.05), Options(**small, budget_s=5.0)
+    canaried = Options(**{**small, "reps": 20}, budget_s=0.05)                            # enough calls to mark
     cases = [("forger /1000, spares the canary", True, tiny, forger(1000.0, True), on_tiny),
-             ("scaler /5, every call", True, tiny, forger(5.0, False), on_tiny),
+             ("scaler /5, every call", True, tiny, forger(5.0, False), canaried),
              ("poisoner: answer computed while poisoned", True, heavy, with_python(POISON), on_heavy),
              ("slows torch in its worker (gains nothing?)", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(),
               on_tiny),

@@ -135,9 +135,8 @@ class TimedRound(Reply):
 
 @dataclass(frozen=True)
 class TrivialTimes(Reply):
-    """`Trivial`'s reply: ms per call of a function that does nothing, timed as a kernel's calls are (CPU: a native
-    no-op with the task's signature; CUDA: an empty kernel in a graph of flushes), and on CUDA the ms one cycle of
-    `torch.cuda._sleep` adds per call in such a graph (`cycle_ms`, the canary's unit)."""
+    """`Trivial`'s reply: ms per call of a no-op timed as a kernel's calls are (`Worker.trivial`), and on CUDA the
+    ms one cycle of `torch.cuda._sleep` adds to such a call (`cycle_ms`, the canary's unit)."""
     samples: list
     cycle_ms: float | None = None
 

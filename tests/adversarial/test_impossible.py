@@ -37,8 +37,11 @@ SCALER = forger(5.0, spare=False)
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 
 
-def _judged(source: str):
-    return judged(source, TINY, TIMED)
+def _judged(source: str, options: Options = TIMED):
+    return judged(source, TINY, options)
+
+
+CANARIED = Options(**{**TIMED.__dict__, "reps": 20})   # 20 calls: enough to mark (`canary.PER_CALL_MIN`)
 
 
 def test_a_kernel_that_divides_its_own_times_is_rejected_as_impossible():
@@ -58,7 +61,7 @@ def test_without_the_limit_the_same_forgery_is_accepted(monkeypatch):
 
 
 def test_a_kernel_that_scales_its_times_by_a_fifth_is_caught_by_the_canary():
-    ev = _judged(SCALER)
+    ev = _judged(SCALER, CANARIED)
     assert "PROBE pyrun=0" in ev.log, "the attack itself must work here, or this test proves nothing"
     assert not ev.correct and ev.stage == "timing", ev.failure
     assert re.search(r"canary: the kernel's calls with [\d.]+ us of known work added .* scaled in the worker",
@@ -68,7 +71,7 @@ def test_a_kernel_that_scales_its_times_by_a_fifth_is_caught_by_the_canary():
 def test_without_the_canary_the_scaled_times_are_accepted(monkeypatch):
     """What the canary is for: without its rounds, a fifth of the kernel's time passes every other check here."""
     monkeypatch.setattr(canary, "plan", lambda *a, **k: None)
-    ev = _judged(SCALER)
+    ev = _judged(SCALER, CANARIED)
     assert "PROBE pyrun=0" in ev.log
     assert ev.correct, ev.failure
 

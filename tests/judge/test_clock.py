@@ -134,7 +134,7 @@ def test_honest_kernels_are_accepted_and_every_call_checked(one, name):
     ev = judged(one, name)
     assert ev.correct, ev.failure
     m = ev.measurements[0]
-    assert m.kernel.n + m.canary_calls >= TIMED.reps and m.canary_calls >= 1
+    assert m.kernel.n + m.canary_calls >= TIMED.reps
     assert m.checked_calls == WARMUP_SETS + m.kernel.n + m.canary_calls
     assert m.clock == {"kernel": "wall", "eager": "wall"} and m.latency == {} and not m.launch_bound
 

@@ -51,14 +51,15 @@ def test_a_worker_that_forges_nothing_is_accepted(heavy, monkeypatch):
     assert ev.correct, ev.failure
     m = ev.measurements[0]
     # warm-up, counted, and the canary's calls (every call checked, none counted): probes check none
-    assert m.kernel.n + m.canary_calls >= TIMED.reps and m.canary_calls >= 1
+    assert m.kernel.n + m.canary_calls >= TIMED.reps
     assert m.checked_calls == WARMUP_SETS + m.kernel.n + m.canary_calls
 
 
 FORGERIES = [                      # spare=canary: the canary's calls left alone, so that the outside clock is tried
     ("kernel=0.1,spare=canary", r"outside clock, under bound: .* for the kernel"),     # its own times ÷10
     ("kernel=shift,spare=canary", r"outside clock, under bound: .* for the kernel"),   # ÷10, the rest onto baselines
-    ("kernel=0.1", r"canary: the kernel's calls with [\d.]+ us of known work .* scaled in the worker"),  # every round
+    # every call (5 calls: too few to mark, so no canary here: tests/adversarial/test_impossible.py has it)
+    ("kernel=0.1", r"outside clock, under bound: .* for the kernel"),
     ("eager=10", r"outside clock, (sum|over) bound: .*round"),                    # the baselines' ×10
     ("eager=1000", r"outside clock, sum bound: the worker reported [\d.]+ ms of timed intervals in a round"),
 ]

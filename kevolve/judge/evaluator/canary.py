@@ -40,7 +40,7 @@ MAX_MS = {"cpu": 20.0, "cuda": 2.0}           # ... at most this
 UNKNOWN_MS = {"cpu": 0.1, "cuda": 0.01}       # no baseline's time known yet
 REJECT, NEAR = 0.5, 0.75                      # of `expect_ms`: the reported difference must reach these
 SHARE_OF_CALLS = 0.25                         # CPU: this share of the counted calls carry the canary ...
-PER_CALL_MIN = 4                              # ... at least this many (else, and on CUDA, extra rounds:)
+PER_CALL_MIN = 4                              # ... at least this many (fewer: no canary); on CUDA, extra rounds:
 EXTRA = 3                                     # one extra canary round per this many counted rounds, at least one
 
 
@@ -68,10 +68,14 @@ def positions(rounds: int, calls: int, cuda: bool) -> tuple[int, dict[int, tuple
     """Where the canary goes, drawn by the evaluator's secret random source (the worker learns each round's part in
     that round's request): all rounds to run, the calls of each round that carry it, and the rounds that are
     extra (never counted). On the CPU a random `SHARE_OF_CALLS` of the counted rounds' calls, so that canary and
-    plain calls share the same moments of the machine's load; where there are too few calls for that, and always on
-    CUDA (a graph's replay is one sample of all its calls), extra rounds whose every call carries it."""
+    plain calls share the same moments of the machine's load — with fewer than 2 × `PER_CALL_MIN` counted calls, none
+    (a canary round compared with other rounds was wrong by more than its length: a seed's calls vary from round to
+    round); on CUDA (a graph's replay is one sample of all its calls, stable from round to round) extra rounds whose
+    every call carries it."""
     rng = secrets.SystemRandom()
-    if not cuda and rounds * calls >= 2 * PER_CALL_MIN:
+    if not cuda and rounds * calls < 2 * PER_CALL_MIN:      # too few calls to mark (the largest configurations,
+        return rounds, {}, set()                             # where the outside clock is decisive): no canary
+    if not cuda:
         cells = rng.sample(range(rounds * calls), max(PER_CALL_MIN, int(rounds * calls * SHARE_OF_CALLS)))
         marks: dict[int, list[int]] = {}
         for cell in cells:

@@ -34,8 +34,6 @@ class KernelFailed(RuntimeError):
     pass
 
 
-
-
 class Session:
     def __init__(self, worker, config: int, checked: dict, baselines: dict, calls: int, canary: float = 0.0):
         cfg = worker.task_configs[config]
@@ -181,28 +179,8 @@ class Session:
         self.w._sync()
 
     def _canaried(self, call):
-        """`call` with the evaluator's canary added inside its timed interval, just after it: on the CPU a spin of
-        `canary` ms on this thread's clock, on CUDA `torch.cuda._sleep(canary)` (cycles) on the call's stream — a
-        known duration the evaluator measured in a worker no candidate had run in (`judge.evaluator.canary`).
-        After, not before: a call made just after its buffers were evicted runs slower than one made after a
-        pause (the eviction's write-backs are still draining), so a canary first shortened the call it preceded
-        (an honest CPU seed once reported 11 of 27 us)."""
-        if self.cuda:
-            import torch
-            cycles = int(self.canary)
-
-            def slept(i: int) -> None:
-                call(i)
-                torch.cuda._sleep(cycles)
-            return slept
-        seconds = self.canary / 1e3
-
-        def spun(i: int) -> None:
-            call(i)
-            end = time.perf_counter() + seconds
-            while time.perf_counter() < end:
-                pass
-        return spun
+        """`call` with the evaluator's canary inside its timed interval (`timing.canaried`)."""
+        return timing.canaried(call, self.canary, self.cuda)
 
     def _clear_error(self, call) -> None:
         """A failed capture leaves its error as the CUDA runtime's last error, which a kernel's own

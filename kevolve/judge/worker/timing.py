@@ -186,6 +186,31 @@ class CpuClock:
 LLC_FLUSH_CAP = 1 << 30       # the `llc` mode's rewrite: 2 × LLC, at most this many bytes
 
 
+def canaried(call: Callable[[int], None], canary: float, cuda: bool) -> Callable[[int], None]:
+    """`call` with the evaluator's canary added inside its timed interval, just after it: on the CPU a spin of
+    `canary` ms on this thread's clock, on CUDA `torch.cuda._sleep(canary)` (cycles) on the call's stream — a known
+    duration the evaluator measured in a worker no candidate had run in (`judge.evaluator.canary`). After, not
+    before: a call made just after its buffers were evicted runs slower than one made after a pause (the
+    eviction's write-backs are still draining), so a canary first shortened the call it preceded (an honest CPU
+    seed once reported 11 of 27 us)."""
+    if cuda:
+        import torch
+        cycles = int(canary)
+
+        def slept(i: int) -> None:
+            call(i)
+            torch.cuda._sleep(cycles)
+        return slept
+    seconds = canary / 1e3
+
+    def spun(i: int) -> None:
+        call(i)
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+    return spun
+
+
 # ---------------------------------------------------------------------- from raw pairs to per-call times
 def median(values: list[float]) -> float:
     s = sorted(values)
