@@ -21,11 +21,11 @@ the kernel's samples; extra canary rounds are not counted by the outside clock's
 canary's known time is part of the kernel's share (`timed.time_config`).
 
 What it stops: any forgery that shrinks the kernel's reported samples by a factor over 2 without reading which
-rounds are canary rounds — however small the configuration (no resolution limit: the canary is as long as the
-slowest baseline's call). What remains: a forger that reads the round's request in the worker and leaves canary
-rounds alone; one that subtracts a constant from every sample (the difference survives; against that, the impossible
-times of `judge.evaluator.impossible` and the outside clock remain); a factor under 2 (at most 2× claimed falsely,
-and between 1.33 and 2 a second timing is asked for first).
+calls carry the canary — on every configuration with enough calls to mark (`positions`), however fast (the canary
+is as long as the slowest baseline's call). What remains: a forger that reads the round's request in the worker and
+leaves the canary's calls alone; one that subtracts a constant from every sample (the difference survives; against
+that, the impossible times of `judge.evaluator.impossible` and the outside clock remain); a factor under 2 (at most
+2× claimed falsely, and between 1.33 and 2 a second timing is asked for first).
 """
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, ch
         known, wanted, notes = plan[i]["known"], plan[i]["wanted"], plan[i]["notes"]
         reused = reused or known is not None
         clean = plan[i].get("clean")
-        slowest = (known or clean).slowest_ms if known or clean else None
+        slowest = _slowest(plan[i])
         floor_ms = task.floor(cfg.size_dict) / (bandwidth * 1e9) * 1e3 if bandwidth else None
         for attempt in (1, 2):                        # near the floor, or an outside-clock near miss: once more
             with clock("time"):
@@ -73,13 +73,18 @@ def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, ch
     return out, None, reused, noise.ratio_ci(pairs)
 
 
+def _slowest(p: dict) -> float | None:
+    """The slowest baseline's ms per call for a configuration's plan entry: the reused times, else the clean ones."""
+    times = p["known"] or p.get("clean")
+    return times.slowest_ms if times else None
+
+
 def clean_probes(j: Judgement, checker: Checker, plan: dict[int, dict]) -> str | None:
     """Before the kernel loads: each configuration to time gets its clean probe (`timed.clean_probe`, into
     `plan[i]["probe"]`), the harness's own cost of its rounds measured where no candidate code has run. Returns
     the harness's failure, if any (the worker died: no kernel is loaded, so not the kernel's)."""
     for i, p in bar(sorted(plan.items()), "clean probes"):
-        clean, known = p.get("clean"), p["known"]
-        slowest = (known or clean).slowest_ms if known or clean else None
+        slowest = _slowest(p)
         try:
             with j.clock("clean probe"):
                 p["probe"] = timed.clean_probe(j.worker, checker, j.configs[i], i, j.options, p["wanted"], slowest)

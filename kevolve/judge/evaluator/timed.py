@@ -164,10 +164,11 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
             if failure:
                 return Timed(clock=setup.clock, notes=setup.notes, checked_calls=checked, failure=failure)
             near = near or near_miss
-    in_counted = {name: sum(len(v) for r, v in marks.items() if r not in extra) / max(1, len(counted))
-                  for name in ("kernel", "other")}           # canary calls per counted round: their known addition
+    # each checked kernel's canary calls per counted round (the same calls for both kernels): their known addition
+    spun_ms = sum(len(v) for r, v in marks.items() if r not in extra) / max(1, len(counted)) * canary.expect_ms \
+        if canary else 0.0
     shares = {party: sum(n * timing.median(samples[c]) + (timing.median(latency[c]) if latency.get(c) else 0.0)
-                         + (in_counted.get(c, 0.0) * canary.expect_ms if canary else 0.0)
+                         + (spun_ms if c in ("kernel", "other") else 0.0)
                          for c in hollow) for party, hollow in parties.items()}
     bounds = {party: ("over",) if party == ALL else ("under",) for party in parties}
     quiet = ALL if ALL in parties else next(iter(parties), "")       # the kernel's worker's probe without any call
