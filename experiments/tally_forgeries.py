@@ -1,11 +1,13 @@
-"""Issue 37's tally of forged times on the CPU: each hostile kernel of `tests/adversarial/test_impossible.py` and
+"""Issue 37's tally of forged times: each hostile kernel of `tests/adversarial/test_impossible.py` and
 `test_side_work.py` (built by `reach_python.py`; and slows_torch.cpp), and each honest twin, judged as those tests
-judge them; one line each:
-accepted or rejected, and why. The hostile sources come from ATTACKS (a checkout's tests/adversarial, default this
-one), the judge from the checkout on PYTHONPATH, so an older judge can be tried against today's attacks:
+judge them; one line each: accepted or rejected, and why. With `cuda` (on a GPU): the same walk from a CUDA kernel's
+host code forging its graph's times (÷1000 sparing the canary, ÷5 in every round, ÷5 sparing the canary), the
+honest seed, and the layernorm_fwd best kernel on its task. The hostile sources come from ATTACKS (a checkout's
+tests/adversarial, default this one), the judge from the checkout on PYTHONPATH, so an older judge can be tried
+against today's attacks:
 
-    PYTHONPATH=$PWD python experiments/tally_forgeries.py
-    PYTHONPATH=/path/to/older/checkout ATTACKS=$PWD/tests/adversarial python experiments/tally_forgeries.py
+    PYTHONPATH=$PWD python experiments/tally_forgeries.py [cuda]
+    PYTHONPATH=/path/to/older/checkout ATTACKS=$PWD/tests/adversarial python experiments/tally_forgeries.py [cuda]
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def main() -> None:
     small = dict(target="cpu", shapes="small", baselines=("eager",), reps=5, timeout=60)   # as the tests judge
     on_tiny, on_heavy = Options(**small, budget_s=0.05), Options(**small, budget_s=5.0)
     canaried = Options(**{**small, "reps": 20}, budget_s=0.05)                            # enough calls to mark
-    cases = [("forger /1000, spares the canary", True, tiny, forger(1000.0, True), on_tiny),
+    cases = cuda_cases() if sys.argv[1:] == ["cuda"] else [("forger /1000, spares the canary", True, tiny, forger(1000.0, True), on_tiny),
              ("scaler /5, every call", True, tiny, forger(5.0, False), canaried),
              ("poisoner: answer computed while poisoned", True, heavy, with_python(POISON), on_heavy),
              ("slows torch in its worker (gains nothing?)", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(),
@@ -40,14 +42,34 @@ def main() -> None:
     wrong = {True: 0, False: 0}
     for name, hostile, task, source, options in cases:
         t0 = time.time()
-        built = builder.build(source, "cpu")
+        built = builder.build(source, options.target)
         ev = judge(task, built.lib_path, options) if built.ok else None
         ok = bool(ev and ev.correct)
         wrong[hostile] += ok if hostile else not ok
         why = f"speedup {ev.speedup:.2f}x" if ok and ev.speedup else (ev.failure if ev else built.error)[:160]
         print(f"{name:45s} {'hostile' if hostile else 'honest ':7s} {'ACCEPTED' if ok else 'rejected'} "
               f"{time.time() - t0:5.1f}s {why}", flush=True)
-    print(f"hostile wrongly accepted: {wrong[True]} of 4; honest wrongly rejected: {wrong[False]} of 2")
+    hostile = sum(c[1] for c in cases)
+    print(f"hostile wrongly accepted: {wrong[True]} of {hostile}; honest wrongly rejected: {wrong[False]} of "
+          f"{len(cases) - hostile}")
+
+
+def cuda_cases() -> list:
+    """The CUDA forgers on layernorm_gpu_timing's microsecond shape (as `test_impossible.py` judges them there), the
+    honest seed beside them, and the layernorm_fwd best kernel on its own task's small shapes."""
+    from reach_python import forger
+    from kevolve.judge.options import Options
+    from kevolve.task import load_task
+    root = Path(__file__).resolve().parent.parent
+    timing = load_task(HERE.parent / "kernels" / "tasks" / "layernorm_gpu_timing")
+    on_gpu = Options(target="cuda", shapes="short", baselines=("eager",), reps=30, timeout=60)
+    fwd = load_task(root / "tasks" / "layernorm_fwd")
+    return [("cuda forger /1000, spares the canary", True, timing, forger(1000.0, True, cuda=True), on_gpu),
+            ("cuda scaler /5, every round", True, timing, forger(5.0, False, cuda=True), on_gpu),
+            ("cuda forger /5, spares the canary", True, timing, forger(5.0, True, cuda=True), on_gpu),
+            ("honest cuda seed", False, timing, timing.seed_path("cuda").read_text(), on_gpu),
+            ("honest layernorm_fwd best", False, fwd, (root / "tasks" / "layernorm_fwd" / "best" / "cuda.cu").read_text(),
+             Options(target="cuda", shapes="small", baselines=("eager", "compile"), timeout=60))]
 
 
 if __name__ == "__main__":

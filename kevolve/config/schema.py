@@ -192,7 +192,7 @@ class ResourcesConfig:
     compiled_checks: str = "auto"        # the evaluators' float64 references and output comparisons compiled by
                                          # torch.compile (judge/evaluator/fused.py): auto (on cuda) | on | off
     strict_cuda: bool = False            # cuda: the driver started after Landlock, no new threads after the seal, a
-                                         # refused attempt a rejection; off until the gpu tests pass with it on an H200
+                                         # refused attempt a rejection; off: so started, the driver failed on an H100
     # cpu: how a timed call is made cold (judge/worker/timing.py CpuClock): lines (its
     cpu_flush: str = "lines"
                                          # own buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten)

@@ -36,7 +36,8 @@ class Options:
                                    # (on CUDA, where an evaluator keeps them across judgements) | on | off
     strict_cuda: bool = False      # cuda: the confinement of issue 37 in full — the driver started after Landlock, new
                                    # threads refused after the seal, a refused attempt a rejection (not a note in the
-                                   # log) — off until the gpu tests pass with it on an H200 (the CPU target has it all)
+                                   # log) — off: started after Landlock, the driver failed on an H100 (error 304;
+                                   # docs/guarantees.md). The CPU target has it all
     cpu_flush: str = "lines"       # how a timed CPU call is made cold (judge/worker/timing.py CpuClock): lines (its own
                                    # buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten, the old way)
 

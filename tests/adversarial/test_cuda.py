@@ -7,19 +7,39 @@ declaration at file scope, or a replacement of the launch.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
 
 from kevolve.judge import build as builder
+from kevolve.judge.options import Options
 from kevolve.judge.static import rules, symbols
 
 HERE = Path(__file__).resolve().parent
+STRICT = os.environ.get("KEVOLVE_TEST_STRICT_CUDA") == "1" or Options().strict_cuda   # the gpu tests' confinement
 TINY = HERE.parent / "kernels" / "tasks" / "layernorm_tiny"
 HONEST = (HERE / "cuda" / "honest.cu").read_text()
 LAUNCH = "    layernorm_rows<<<(unsigned)B, THREADS, 0, stream>>>(x, weight, bias, out, N, eps);"
 nvcc = pytest.mark.skipif(not Path(builder.cuda_home(), "bin", "nvcc").exists(), reason="needs nvcc")
+
+
+def refused(ev, *tried: str) -> str:
+    """What a refused attempt does to a CUDA verdict as the confinement ships (`STRICT`, `Options.strict_cuda`):
+    strict, a rejection (stage `confinement`) naming each of `tried`; otherwise the verdict stands and its log
+    names each (`harness`: noted only). Returns the text that names them."""
+    if STRICT:
+        assert not ev.correct and ev.stage == "confinement" and "; and:" not in ev.failure, (ev.stage, ev.failure)
+        text = ev.failure
+    else:
+        assert ev.correct, ev.failure
+        noted = re.search(r"\[refused by the confinement, noted only: (forbidden action: .*)\]\n", ev.log)
+        assert noted, ev.log[:600]
+        text = noted.group(1)
+    for attempt in tried:
+        assert attempt in text, text
+    return text
 
 
 def hostile(prelude: str = "", before: str = "", launch: str = LAUNCH) -> str:
@@ -325,7 +345,8 @@ def test_imports_rejected_before_load_on_gpu(name, source, rule, reason, gpu_jud
 @_gpu()
 def test_confinement_on_gpu(gpu_judge):
     """The CPU confinement probe's attacks from a CUDA worker: nothing escapes, the seed still computes — and since
-    issue 37 what it tried is evidence: it is rejected, each refusal named (`judge.evaluator.evidence`)."""
+    issue 37 what it tried is evidence (`judge.evaluator.evidence`), each refusal named: a rejection with
+    `strict_cuda`, noted in the log without it (`refused`)."""
     probe = (HERE / "cpu" / "confine_probe.cpp").read_text()
     libc = (HERE / "cpu" / "_libc.h").read_text()
     body = probe.split("extern \"C\" int forward", 1)[0].replace('#include "_libc.h"', libc)
@@ -336,9 +357,7 @@ def test_confinement_on_gpu(gpu_judge):
     ev = gpu_judge(src, rules_first=False)
     got = dict(re.findall(r"PROBE (\w+)=(-?\d+)", ev.log))
     got.update(re.findall(r"(workers_\w+)=(\d+)", ev.log))
-    assert not ev.correct and ev.stage == "confinement" and "; and:" not in ev.failure, (ev.stage, ev.failure)
-    for tried in ("openat /tmp/kevolve-adversarial-probe for writing", "socket(AF_INET)", "execve", "clone of a"):
-        assert tried in ev.failure, ev.failure
+    refused(ev, "openat /tmp/kevolve-adversarial-probe for writing", "socket(AF_INET)", "execve", "clone of a")
     assert int(got["file"]) < 0 and int(got["socket"]) < 0 and int(got["evaluator_fd"]) < 0, got
     assert int(got["workers_reached"]) == 0, got
     from test_cpu import pidns_holds
@@ -429,8 +448,8 @@ def gpu_judge():
     from kevolve.judge.evaluator.reuse import Reuse
     from kevolve.task import load_task
     task = load_task(TINY)
-    # the strict CUDA confinement (`Options.strict_cuda`): what these tests are to verify before it is the default
-    options = Options(target="cuda", shapes="small", time_kernel=False, timeout=60, strict_cuda=True)
+    # the CUDA confinement as shipped (`Options.strict_cuda`'s default; KEVOLVE_TEST_STRICT_CUDA=1: the strict one)
+    options = Options(target="cuda", shapes="small", time_kernel=False, timeout=60, strict_cuda=STRICT)
     reuse = Reuse(options, reference_bytes=1 << 28, baseline_refresh_s=0)
 
     def run(source: str, rules_first: bool = True):

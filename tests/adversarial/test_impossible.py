@@ -9,6 +9,8 @@ outside clock's slack is larger than the whole kernel, nothing else sees it.
   (a time under half of a native no-op's) is measured before the kernel loads and held by the evaluator.
 - `SCALER` divides by 5 — a speedup a user would believe — in every round. The impossible limits cannot see it (its
   times are still above a no-op's); the canary can: its canary calls come back a fifth of the known addition slower.
+On a GPU the same walk runs from a CUDA kernel's host code (issue 37's H200 kernel) and shortens its graph's replay,
+the one sample of a round's calls: ÷1000 sparing the canary's rounds, ÷5 in every round.
 """
 from __future__ import annotations
 
@@ -79,6 +81,24 @@ def test_without_the_canary_the_scaled_times_are_accepted(monkeypatch):
 def test_the_honest_twin_is_accepted():
     ev = _judged((TINY / "seeds" / "cpu.cpp").read_text())
     assert ev.correct, ev.failure
+
+
+GPU_TIMING = HERE.parent / "kernels" / "tasks" / "layernorm_gpu_timing"
+ON_GPU = Options(target="cuda", shapes="short", baselines=("eager",), reps=30, timeout=60)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("divisor, spare, caught", [(1000.0, True, r"does nothing|no memory delivers|memory floor"),
+                                                    (5.0, False, r"^canary: the kernel's calls with")],
+                         ids=["forger-1000-spares-the-canary", "scaler-5"])
+def test_on_gpu_forged_graph_times_are_rejected(divisor, spare, caught):
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    ev = judged(forger(divisor, spare, cuda=True), GPU_TIMING, ON_GPU)
+    assert "PROBE pyrun=0" in ev.log, "the attack itself must work here, or this test proves nothing"
+    assert not ev.correct and ev.stage == "timing", ev.failure
+    assert re.search(caught, ev.failure.split(": ", 1)[1]), ev.failure
 
 
 # ---------------------------------------------------------------------- the rule itself

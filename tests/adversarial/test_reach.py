@@ -26,11 +26,14 @@ from pathlib import Path
 import pytest
 
 from kevolve.judge import build as builder
+from kevolve.judge.options import Options
 from kevolve.judge import protocol
 from kevolve.judge.static import rules, symbols
 from kevolve.judge.evaluator.harness import evaluate, judge
 
 from test_cpu import FAST, HERE, TINY, honest_next, kernel  # noqa: F401  (fixtures `tiny`, `reuse`: conftest.py)
+from test_cuda import STRICT, refused
+from reach_python import host_parts, walk_cuda
 
 pytestmark = pytest.mark.usefixtures("private_build_cache")   # tests/conftest.py
 nvcc = pytest.mark.skipif(not Path(builder.cuda_home(), "bin", "nvcc").exists(), reason="needs nvcc")
@@ -172,16 +175,8 @@ def cuda_probe(name: str, defines: str = "") -> str:
     return src.replace(LAUNCH, "if (!probed) {" + attack + "\n" + LAUNCH, 1)
 
 
-WALK_CUDA = ((HERE / "cpu" / "walks_from_printf.cpp").read_text().split('extern "C" int forward', 1)[0],
-             (HERE / "cpu" / "walks_from_printf.cpp").read_text().split("if (!patched) {", 1)[1].split(
-                 "    for (int64_t r = 0;", 1)[0].rsplit("}", 1)[0])
-SLOWS_CUDA = ((HERE / "cpu" / "slows_torch.cpp").read_text().split('extern "C" int forward', 1)[0],
-              (HERE / "cpu" / "slows_torch.cpp").read_text().split("if (!patched) {", 1)[1].split(
-                  "    for (int64_t r = 0;", 1)[0].rsplit("}", 1)[0])
-
-
-def walk_cuda(parts: tuple[str, str]) -> str:
-    return cuda(parts[0], before="if (!patched) {" + parts[1] + "}")
+WALK_CUDA = host_parts((HERE / "cpu" / "walks_from_printf.cpp").read_text())
+SLOWS_CUDA = host_parts((HERE / "cpu" / "slows_torch.cpp").read_text())
 
 
 HONEST_TWIN_CUDA = cuda("#include <cstdio>", before=(
@@ -254,14 +249,13 @@ def _gpu():
 @pytest.fixture(scope="module")
 def on_gpu():
     """Judges a CUDA source built directly (past the rules), in one evaluator; `timed`: eager baseline too."""
-    from kevolve.judge.options import Options
     from kevolve.judge.evaluator.reuse import Reuse
     from kevolve.task import load_task
     task = load_task(TINY)
-    # the strict CUDA confinement, to be verified (`Options.strict_cuda`)
-    plain = Options(target="cuda", shapes="small", time_kernel=False, timeout=60, strict_cuda=True)
+    # the CUDA confinement as shipped (`Options.strict_cuda`'s default; KEVOLVE_TEST_STRICT_CUDA=1: the strict one)
+    plain = Options(target="cuda", shapes="small", time_kernel=False, timeout=60, strict_cuda=STRICT)
     timed = Options(target="cuda", shapes="small", baselines=("eager", "compile"), reps=30, calls=5, timeout=120,
-                    strict_cuda=True)
+                    strict_cuda=STRICT)
     reuses = {False: Reuse(plain, reference_bytes=1 << 28, baseline_refresh_s=0),
               True: Reuse(timed, reference_bytes=1 << 28, baseline_refresh_s=0)}
 
@@ -289,8 +283,10 @@ def test_on_gpu_every_thread_is_confined_and_the_seed_is_accepted(on_gpu):
 @pytest.mark.gpu
 @_gpu()
 def test_on_gpu_a_host_thread_after_load_is_refused_and_named(on_gpu):
-    """The CUDA seal refuses new threads (a kernel needs none; work on a thread outside the call escapes the
-    clock): pthread_create fails, the kernel still computes, and the verdict names the attempt."""
+    """With `strict_cuda` the CUDA seal refuses new threads (a kernel needs none; work on a thread outside the call
+    escapes the clock): pthread_create fails, the kernel still computes, and the verdict names the attempt."""
+    if not STRICT:
+        pytest.skip("strict_cuda is off: a CUDA worker may start threads after the seal (docs/guarantees.md)")
     ev = on_gpu(HOST_THREAD)
     got = probed(ev)
     assert got["thread"] != 0, got
@@ -304,8 +300,8 @@ def test_on_gpu_reading_other_environments_is_rejected_and_its_twin_accepted(on_
     ev = on_gpu(cuda_probe("environ_probe.cpp"))
     got = probed(ev)
     assert got["leaked"] == 0, got
-    assert not ev.correct and ev.stage == "confinement", (ev.stage, ev.failure)
-    assert re.search(r"/proc/\d+/environ: another process's environ", ev.failure), ev.failure
+    text = refused(ev)
+    assert re.search(r"/proc/\d+/environ: another process's environ", text), text
     twin = on_gpu(cuda_probe("environ_probe.cpp", "#define OTHERS 0\n"))
     assert twin.correct, twin.failure
 
@@ -313,8 +309,7 @@ def test_on_gpu_reading_other_environments_is_rejected_and_its_twin_accepted(on_
 @pytest.mark.gpu
 @_gpu()
 def test_on_gpu_a_filter_of_its_own_is_refused_and_named(on_gpu):
-    ev = on_gpu(cuda_probe("own_filter.cpp"))
-    assert not ev.correct and ev.stage == "confinement" and "a seccomp filter of its own" in ev.failure, ev.failure
+    refused(on_gpu(cuda_probe("own_filter.cpp")), "a seccomp filter of its own")
 
 
 @pytest.mark.gpu
@@ -332,8 +327,12 @@ def test_on_gpu_honest_kernels_timed_against_compiled_baselines_are_accepted(on_
 @_gpu()
 def test_on_gpu_the_walk_past_both_static_layers_gains_nothing(on_gpu):
     """slows_torch's walk from CUDA host code: it reaches CPython and makes eager 20 ms slower beside it; the
-    baselines it is compared with are the ones timed before it loaded."""
+    baselines it is compared with are the ones timed before it loaded. Replacing `F.layer_norm` also breaks the
+    torch.compile baseline's guards in its worker: the recompile after the seal is refused, a crash of the kernel's
+    making (seen on an H100) — rejected, or accepted at no gain."""
     ev = on_gpu(walk_cuda(SLOWS_CUDA), time_it=True)
     assert "PROBE pyrun=0" in ev.log, "the attack itself must work here, or this test proves nothing"
-    assert ev.correct, ev.failure
+    if not ev.correct:
+        assert ev.failure.startswith("crash: while timing: BackendCompilerFailed"), ev.failure
+        return
     assert ev.speedup_eager is not None and ev.speedup_eager < 20, ev.speedup_eager

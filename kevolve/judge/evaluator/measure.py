@@ -81,16 +81,26 @@ def _slowest(p: dict) -> float | None:
 
 def clean_probes(j: Judgement, checker: Checker, plan: dict[int, dict]) -> str | None:
     """Before the kernel loads: each configuration to time gets its clean probe (`timed.clean_probe`, into
-    `plan[i]["probe"]`), the harness's own cost of its rounds measured where no candidate code has run. Returns
-    the harness's failure, if any (the worker died: no kernel is loaded, so not the kernel's)."""
+    `plan[i]["probe"]`), the harness's own cost of its rounds measured where no candidate code has run. Where the
+    kernel is timed alone against reused baseline times, the evaluator's recent clean probe of the same session
+    (same configuration, same baseline time: `Reuse.clean_probes`) is reused — it was also measured before a kernel
+    loaded, and nothing of a candidate decides it. Returns the harness's failure, if any (the worker died: no
+    kernel is loaded, so not the kernel's)."""
+    kept = j.reuse.clean_probes if j.reuse is not None and not j.fresh_baselines else None
     for i, p in bar(sorted(plan.items()), "clean probes"):
         slowest = _slowest(p)
+        key = (j.configs[i].id, slowest)
+        if kept is not None and not p["wanted"] and kept.get(key):
+            p["probe"] = kept.get(key)
+            continue
         try:
             with j.clock("clean probe"):
                 p["probe"] = timed.clean_probe(j.worker, checker, j.configs[i], i, j.options, p["wanted"], slowest)
         except WorkerDied as e:
             return (f"{j.configs[i].id}: the worker died in the clean probe, before the kernel loaded: "
                     f"{e.kind}: {e.detail}")
+        if kept is not None and not p["wanted"]:
+            kept.put(key, p["probe"])
     return None
 
 

@@ -122,34 +122,38 @@ class Baselines:
         return dataclasses.replace(m, launch_bound=bound, failure=failure)
 
 
-class BaselineTimes:
-    """`Baselines` per configuration, reused for `refresh_s` seconds.
+class Recent:
+    """Values kept per key for `refresh_s` seconds: an evaluator's baseline times (`Reuse.baselines`) and its
+    clean probes (`Reuse.clean_probes`).
 
     Baselines do not depend on the candidate; timing them for each one (and compiling torch.compile in
     each fresh worker) is most of a search's judging time. Every `refresh_s` they are timed again for that
     candidate as `python -m kevolve.evaluate` always does; what is kept are the times taken before its kernel
-    loaded (`torch_baselines.time_alone`), never the ones interleaved with it."""
+    loaded (`torch_baselines.time_alone`), never the ones interleaved with it. A clean probe
+    (`timed.clean_probe`) does not depend on the candidate either, and is kept the same way: only ever one measured
+    before a kernel loaded."""
 
     def __init__(self, refresh_s: float):
         self.refresh_s, self.entries = refresh_s, {}
 
-    def get(self, config_id: str):
-        hit = self.entries.get(config_id)
+    def get(self, key):
+        hit = self.entries.get(key)
         return hit[1] if hit and time.monotonic() - hit[0] < self.refresh_s else None
 
-    def put(self, config_id: str, value) -> None:
-        self.entries[config_id] = (time.monotonic(), value)
+    def put(self, key, value) -> None:
+        self.entries[key] = (time.monotonic(), value)
 
 
 class Reuse:
     """An evaluator's state across judgements: a spare worker process started while the last candidate
     was judged (its Python and torch imports are done; no candidate code has touched
-    it), the reference cache and the baseline times."""
+    it), the reference cache, the baseline times and the clean probes (`Recent`)."""
 
     def __init__(self, options: Options, reference_bytes: int, baseline_refresh_s: float):
         self.options = options
         self.references = References(reference_bytes)
-        self.baselines = BaselineTimes(baseline_refresh_s) if baseline_refresh_s > 0 else None
+        self.baselines = Recent(baseline_refresh_s) if baseline_refresh_s > 0 else None
+        self.clean_probes = Recent(baseline_refresh_s) if baseline_refresh_s > 0 else None
         self._spare: WorkerProcess | None = None
         self.compiled: dict = {}          # (task, its folder, device) -> its compiled checks (`fused`)
         self.phases = None                # the latest judgement's or comparison's `Phases` (its `snapshot`)

@@ -17,14 +17,14 @@ from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.evaluator.judgement import Judgement
 from kevolve.judge.evaluator.measure import timed_configs
 from kevolve.judge.evaluator.process import WorkerDied
-from kevolve.judge.evaluator.reuse import Baselines, BaselineTimes
+from kevolve.judge.evaluator.reuse import Baselines, Recent
 from kevolve.judge.options import Options
 from kevolve.progress import bar
 
 CACHE_RETRY = "baseline cache"            # a verdict stage `judge` never returns: it judges once more, unseeded
 
 
-def plan(configs, options: Options, known_baselines: BaselineTimes | None) -> dict[int, dict]:
+def plan(configs, options: Options, known_baselines: Recent | None) -> dict[int, dict]:
     """Per configuration to time: the baseline times this evaluator already has (`known`, reused) or the
     baselines to time now (`wanted`: compiled by `prepare` and timed by `time_alone`, both before the
     kernel loads). Decided once, before the seal, so no baseline needs compiling after it."""
@@ -74,7 +74,7 @@ def prepare(j: Judgement, plan: dict[int, dict], info: protocol.Started, helper)
 
 
 def time_alone(j: Judgement, checker: Checker, plan: dict[int, dict],
-               known_baselines: BaselineTimes | None) -> str | None:
+               known_baselines: Recent | None) -> str | None:
     """Times every configuration's `wanted` baselines alone, in this worker before the kernel's library is
     loaded, as each entry's `clean` times: no code of the candidate has run in the process yet, so nothing it
     does can have slowed torch down. A kernel that reaches CPython by pointer arithmetic (no static layer can

@@ -46,9 +46,9 @@ class Worker:
         (`harness.compare`), which the confinement must let this process read. `load=False` leaves the kernel
         for `load`, after `prepare` and `seal` (the harness's order: the kernel's code runs only sealed).
         `evict`: the evictor's library (`judge.worker.evict`), loaded here, before the confinement and any candidate
-        code, for the CPU clock's `cpu_flush` mode `lines`. `strict_cuda=False` (the default until the strict order has
-        passed the gpu tests on an H200, `Options.strict_cuda`): on CUDA the driver starts before the confinement,
-        as it long did, so its threads predate Landlock (seccomp still covers them)."""
+        code, for the CPU clock's `cpu_flush` mode `lines`. `strict_cuda=False` (the default, `Options.strict_cuda`:
+        started after the confinement, the driver failed on an H100 with error 304): on CUDA the driver starts
+        before the confinement, as it long did, so its threads predate Landlock (seccomp still covers them)."""
         import torch
         from kevolve.task.precision import set_strict_float32
         from kevolve.task.load import load_task
@@ -75,7 +75,13 @@ class Worker:
         if threads:
             torch.set_num_threads(threads)
         if target == "cuda" and not early_cuda:
-            self._start_cuda()
+            try:
+                self._start_cuda()
+            except RuntimeError as e:       # the driver needs something the confinement closes (docs/guarantees.md)
+                devices = self.confinement.get("paths", {}).get("devices")
+                raise RuntimeError(f"strict_cuda: the CUDA driver did not start under the worker's confinement "
+                                   f"({e}); device nodes open to it: {devices}. Judge with resources.strict_cuda="
+                                   "false (the default), where the driver starts before the confinement") from e
         self.lib, self.module = lib, module
         if load:
             self.load()
