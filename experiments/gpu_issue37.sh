@@ -7,7 +7,8 @@
 #   tests    the gpu tests of the judge's clock and confinement (TESTS; the seed sweeps left out; TESTS_S seconds);
 #   seeds    every task's CUDA seeds and best kernels judged for correctness (test_gpu.py's sweeps; SEEDS_S seconds);
 #   tally    experiments/tally_forgeries.py cuda with this judge, then with the judge in .devdeps/old_judge if there
-#            is one (`git archive <rev> kevolve | tar -x -C .devdeps/old_judge`), today's attacks (TALLY_S each).
+#            is one (`git archive <rev> kevolve | tar -x -C .devdeps/old_judge`), today's attacks (TALLY_S each);
+#   strict   experiments/strict_cuda_probe.py: which confinement layer keeps the CUDA driver from starting after it.
 # $OUT gets one log per stage and summary.txt (printed last).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -21,8 +22,11 @@ pytest_tail() {   # $1: log; the counts line, then every failure
 }
 say "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1)"
 say "strict_cuda default: $(python3 -c 'from kevolve.judge.options import Options; print(Options().strict_cuda)' 2>&1)"
-for stage in ${STAGES:-margins tests seeds tally}; do
+for stage in ${STAGES:-strict margins tests seeds tally}; do
   case $stage in
+  strict)
+    timeout ${STRICT_S:-150} python3 experiments/strict_cuda_probe.py > "$out/strict.txt" 2>&1
+    say "strict probe: exit $? after $(( $(date +%s) - t0 )) s"; cut -c1-400 "$out/strict.txt" | tee -a "$summary" ;;
   margins)
     timeout ${MARGINS_S:-170} python3 experiments/canary_margins.py --target cuda --shapes ${SHAPES:-small} \
       ${MARGINS:-layernorm_fwd:tasks/layernorm_fwd/best/cuda.cu layernorm_bwd:tasks/layernorm_bwd/best/cuda.cu} \
