@@ -90,8 +90,9 @@ def clean_probes(j: Judgement, checker: Checker, plan: dict[int, dict]) -> str |
     for i, p in bar(sorted(plan.items()), "clean probes"):
         slowest = _slowest(p)
         key = (j.configs[i].id, slowest)
-        if kept is not None and not p["wanted"] and kept.get(key):
-            p["probe"] = kept.get(key)
+        reused = kept.get(key) if kept is not None and not p["wanted"] else None
+        if reused:
+            p["probe"] = reused
             continue
         try:
             with j.clock("clean probe"):

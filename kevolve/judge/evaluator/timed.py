@@ -90,10 +90,8 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
         worker.call(protocol.TimeEnd(), 120)
         return Timed(clock=setup.clock, notes=setup.notes, failure=forged)
     checked = len(setup.outputs)
-    # On CUDA the canary checks graph replays only; a kernel timed queued (its capture failed: an event pair per
-    # call) gets none. On an H100 an honest kernel that synchronises its stream inside the call had its canary
-    # calls reported 16.6 us slower for 51.6 us of `_sleep` added (0.32 of it: rejected), where graph replays read
-    # 0.995-1.028 of it over 128 configurations (experiments/canary_margins.py).
+    # On CUDA the canary checks graph replays only: a kernel timed queued (its capture failed: an event pair per
+    # call) gets none, an honest one read a third of its addition there (docs/decisions.md, "Queued CUDA calls")
     if cuda and canary and not any(setup.clock.get(k) == "graph" for k in ("kernel", "other")):
         canary = None
     why = _verify(checker, cfg, setup, [seed + i for i in range(setup.warm)], n, "warm-up", other)
