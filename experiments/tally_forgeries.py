@@ -21,24 +21,9 @@ sys.path.insert(0, str(HERE))
 
 
 def main() -> None:
-    from reach_python import POISON, forger, with_python
     from kevolve.judge import build as builder
     from kevolve.judge.evaluator.harness import judge
-    from kevolve.judge.options import Options
-    from kevolve.task import load_task
-    tasks = HERE.parent / "kernels" / "tasks"
-    tiny, heavy = load_task(tasks / "layernorm_tiny"), load_task(tasks / "layernorm_heavy")
-    small = dict(target="cpu", shapes="small", baselines=("eager",), reps=5, timeout=60)   # as the tests judge
-    on_tiny, on_heavy = Options(**small, budget_s=0.05), Options(**small, budget_s=5.0)
-    canaried = Options(**{**small, "reps": 20}, budget_s=0.05)                            # enough calls to mark
-    cases = cuda_cases() if sys.argv[1:] == ["cuda"] else [("forger /1000, spares the canary", True, tiny, forger(1000.0, True), on_tiny),
-             ("scaler /5, every call", True, tiny, forger(5.0, False), canaried),
-             ("poisoner: answer computed while poisoned", True, heavy, with_python(POISON), on_heavy),
-             ("slows torch in its worker (gains nothing?)", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(),
-              on_tiny),
-             ("honest tiny seed", False, tiny, (tasks / "layernorm_tiny" / "seeds" / "cpu.cpp").read_text(), on_tiny),
-             ("honest heavy seed", False, heavy, (tasks / "layernorm_heavy" / "seeds" / "cpu.cpp").read_text(),
-              on_heavy)]
+    cases = cuda_cases() if sys.argv[1:] == ["cuda"] else cpu_cases()
     wrong = {True: 0, False: 0}
     for name, hostile, task, source, options in cases:
         t0 = time.time()
@@ -52,6 +37,26 @@ def main() -> None:
     hostile = sum(c[1] for c in cases)
     print(f"hostile wrongly accepted: {wrong[True]} of {hostile}; honest wrongly rejected: {wrong[False]} of "
           f"{len(cases) - hostile}")
+
+
+def cpu_cases() -> list:
+    """The CPU forgers on layernorm_tiny, the poisoner on layernorm_heavy, slows_torch, and both honest seeds."""
+    from reach_python import POISON, forger, with_python
+    from kevolve.judge.options import Options
+    from kevolve.task import load_task
+    tasks = HERE.parent / "kernels" / "tasks"
+    tiny, heavy = load_task(tasks / "layernorm_tiny"), load_task(tasks / "layernorm_heavy")
+    small = dict(target="cpu", shapes="small", baselines=("eager",), reps=5, timeout=60)   # as the tests judge
+    on_tiny, on_heavy = Options(**small, budget_s=0.05), Options(**small, budget_s=5.0)
+    canaried = Options(**{**small, "reps": 20}, budget_s=0.05)                            # enough calls to mark
+    return [("forger /1000, spares the canary", True, tiny, forger(1000.0, True), on_tiny),
+            ("scaler /5, every call", True, tiny, forger(5.0, False), canaried),
+            ("poisoner: answer computed while poisoned", True, heavy, with_python(POISON), on_heavy),
+            ("slows torch in its worker (gains nothing?)", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(),
+             on_tiny),
+            ("honest tiny seed", False, tiny, (tasks / "layernorm_tiny" / "seeds" / "cpu.cpp").read_text(), on_tiny),
+            ("honest heavy seed", False, heavy, (tasks / "layernorm_heavy" / "seeds" / "cpu.cpp").read_text(),
+             on_heavy)]
 
 
 def cuda_cases() -> list:
@@ -68,7 +73,7 @@ def cuda_cases() -> list:
             ("cuda scaler /5, every round", True, timing, forger(5.0, False, cuda=True), on_gpu),
             ("cuda forger /5, spares the canary", True, timing, forger(5.0, True, cuda=True), on_gpu),
             ("honest cuda seed", False, timing, timing.seed_path("cuda").read_text(), on_gpu),
-            ("honest layernorm_fwd best", False, fwd, (root / "tasks" / "layernorm_fwd" / "best" / "cuda.cu").read_text(),
+            ("honest layernorm_fwd best", False, fwd, (fwd.dir / "best" / "cuda.cu").read_text(),
              Options(target="cuda", shapes="small", baselines=("eager", "compile"), timeout=60))]
 
 

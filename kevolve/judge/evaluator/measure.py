@@ -89,10 +89,9 @@ def clean_probes(j: Judgement, checker: Checker, plan: dict[int, dict]) -> str |
     kept = j.reuse.clean_probes if j.reuse is not None and not j.fresh_baselines else None
     for i, p in bar(sorted(plan.items()), "clean probes"):
         slowest = _slowest(p)
-        key = (j.configs[i].id, slowest)
-        reused = kept.get(key) if kept is not None and not p["wanted"] else None
-        if reused:
-            p["probe"] = reused
+        key, keep = (j.configs[i].id, slowest), kept if not p["wanted"] else None   # timed alone: the same session
+        if keep is not None and (hit := keep.get(key)):
+            p["probe"] = hit
             continue
         try:
             with j.clock("clean probe"):
@@ -100,8 +99,8 @@ def clean_probes(j: Judgement, checker: Checker, plan: dict[int, dict]) -> str |
         except WorkerDied as e:
             return (f"{j.configs[i].id}: the worker died in the clean probe, before the kernel loaded: "
                     f"{e.kind}: {e.detail}")
-        if kept is not None and not p["wanted"]:
-            kept.put(key, p["probe"])
+        if keep is not None:
+            keep.put(key, p["probe"])
     return None
 
 

@@ -90,9 +90,10 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
         worker.call(protocol.TimeEnd(), 120)
         return Timed(clock=setup.clock, notes=setup.notes, failure=forged)
     checked = len(setup.outputs)
-    # On CUDA the canary checks graph replays only: a kernel timed queued (its capture failed: an event pair per
-    # call) gets none, an honest one read a third of its addition there (docs/decisions.md, "Queued CUDA calls")
-    if cuda and canary and not any(setup.clock.get(k) == "graph" for k in ("kernel", "other")):
+    # the checked kernels the canary checks: on CUDA graph replays only — a kernel timed queued (its capture failed:
+    # an event pair per call) gets none, an honest one read a third of its addition there (docs/decisions.md)
+    canaried = [k for k in ("kernel", "other") if k in setup.clock and not (cuda and setup.clock[k] == "queued")]
+    if not canaried:
         canary = None
     why = _verify(checker, cfg, setup, [seed + i for i in range(setup.warm)], n, "warm-up", other)
     if not why and cuda:                # the graphs' first replays (they upload), untimed: no round is thrown away
@@ -160,14 +161,13 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
         if kind != "wall":
             latency[name] = timing.per_call(raw[f"latency:{name}"], raw["_null_synced"], 1)
     near = None
-    for name in (setup.clock if canary else ()):
-        if name in ("kernel", "other") and not (cuda and setup.clock[name] == "queued"):   # as above
-            failure, near_miss = canaries.verdict(samples[name], _per_call(raw, raw_canary[name], setup.clock[name], n),
-                                                  canary, {"kernel": "kernel a", "other": "kernel b"}[name] if other
-                                                  else "the kernel")
-            if failure:
-                return Timed(clock=setup.clock, notes=setup.notes, checked_calls=checked, failure=failure)
-            near = near or near_miss
+    for name in (canaried if canary else ()):
+        failure, near_miss = canaries.verdict(samples[name], _per_call(raw, raw_canary[name], setup.clock[name], n),
+                                              canary, {"kernel": "kernel a", "other": "kernel b"}[name] if other
+                                              else "the kernel")
+        if failure:
+            return Timed(clock=setup.clock, notes=setup.notes, checked_calls=checked, failure=failure)
+        near = near or near_miss
     # each checked kernel's canary calls per counted round (the same calls for both kernels): their known addition
     spun_ms = sum(len(v) for r, v in marks.items() if r not in extra) / max(1, len(counted)) * canary.expect_ms \
         if canary else 0.0
