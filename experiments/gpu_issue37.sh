@@ -34,12 +34,12 @@ for stage in ${STAGES:-strict margins tests seeds tally}; do
     say "margins: exit $? after $(( $(date +%s) - t0 )) s"
     grep -v "^  canary" "$out/margins.txt" | grep -v "^\s*$" | cut -c1-300 | tail -12 | tee -a "$summary" ;;
   tests)
-    timeout ${TESTS_S:-380} python3 -m pytest -q -m gpu -rA -p no:cacheprovider --durations=15 \
+    timeout ${TESTS_S:-380} python3 -m pytest -v -m gpu -rA -p no:cacheprovider --durations=15 \
       ${TESTS:-tests/adversarial/test_impossible.py tests/judge/test_outside.py tests/adversarial/test_cuda.py tests/adversarial/test_reach.py tests/judge/test_l2.py tests/judge/test_gpu.py} \
       -k "not (cuda_seed_is_correct or best_cuda_kernel_is_correct)" > "$out/tests.txt" 2>&1
     pytest_tail "$out/tests.txt" tests $? ;;
   seeds)
-    timeout ${SEEDS_S:-240} python3 -m pytest -q -m gpu -rA -p no:cacheprovider --durations=10 tests/judge/test_gpu.py \
+    timeout ${SEEDS_S:-240} python3 -m pytest -v -m gpu -rA -p no:cacheprovider --durations=10 tests/judge/test_gpu.py \
       -k "cuda_seed_is_correct or best_cuda_kernel_is_correct" > "$out/seeds.txt" 2>&1
     pytest_tail "$out/seeds.txt" seeds $? ;;
   tally)

@@ -191,8 +191,8 @@ class ResourcesConfig:
                                          # passes) | files; KEVOLVE_EXCHANGE overrides it
     compiled_checks: str = "auto"        # the evaluators' float64 references and output comparisons compiled by
                                          # torch.compile (judge/evaluator/fused.py): auto (on cuda) | on | off
-    strict_cuda: bool = False            # cuda: the driver started after Landlock, no new threads after the seal, a
-                                         # refused attempt a rejection; off: so started, the driver failed on an H100
+    strict_cuda: bool = True             # cuda: the driver started after Landlock, no new threads after the seal, a
+                                         # refused attempt a rejection; false: attempts only noted (guarantees.md)
     # cpu: how a timed call is made cold (judge/worker/timing.py CpuClock): lines (its
     cpu_flush: str = "lines"
                                          # own buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten)

@@ -34,10 +34,10 @@ class Options:
     cache_dir: str | None = None   # resources.cache_dir: where the node keeps builds and torch.compile's caches
     compiled_checks: str = "auto"  # the evaluator's reference and comparison compiled (judge/evaluator/fused.py): auto
                                    # (on CUDA, where an evaluator keeps them across judgements) | on | off
-    strict_cuda: bool = False      # cuda: the confinement of issue 37 in full — the driver started after Landlock, new
-                                   # threads refused after the seal, a refused attempt a rejection (not a note in the
-                                   # log) — off: started after Landlock, the driver failed on an H100 (error 304;
-                                   # docs/guarantees.md). The CPU target has it all
+    strict_cuda: bool = True       # cuda: the confinement of issue 37 in full — the driver started after Landlock, new
+                                   # threads refused after the seal, a refused attempt a rejection; false: the driver
+                                   # started before the confinement, threads allowed, attempts noted in the log only
+                                   # (docs/guarantees.md). The CPU target always has it all
     cpu_flush: str = "lines"       # how a timed CPU call is made cold (judge/worker/timing.py CpuClock): lines (its own
                                    # buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten, the old way)
 

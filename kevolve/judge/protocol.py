@@ -171,7 +171,7 @@ class Init(Command):
     load: bool = True
     evict: str | None = None
     cpu_flush: str = "lines"
-    strict_cuda: bool = False
+    strict_cuda: bool = True
 
     @property
     def loads_kernel(self) -> bool:                 # type: ignore[override]

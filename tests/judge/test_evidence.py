@@ -200,6 +200,20 @@ def test_other_processes_private_files_are_named():
     assert "its own process's memory" in evidence.path_problem("/proc/self/mem", True, *ROOTS, own, os.getpid())
 
 
+def test_its_own_threads_files_may_be_written_but_not_their_memory():
+    """A CUDA worker may write its own threads' files (the driver names its threads there, `confine.OWN_THREADS`);
+    their memory, reached there or by climbing back out with `..`, is still an attempt."""
+    own, me = {str(os.getpid())}, os.getpid()
+    for path in (f"/proc/self/task/{me}/comm", f"/proc/{me}/task/{me}/comm", "/proc/thread-self/comm"):
+        assert evidence.path_problem(path, True, *ROOTS, own, me) is None, path
+    for path in (f"/proc/self/task/{me}/mem", f"/proc/self/task/{me}/../{me}/mem", f"/proc/self/task/{me}/../../mem",
+                 f"/proc/self/task/./{me}//mem"):
+        assert "memory through /proc" in (evidence.path_problem(path, True, *ROOTS, own, me) or ""), path
+    assert "another process's environ" in evidence.path_problem("/proc/self/task/../../1/environ", False, *ROOTS,
+                                                                own, me)
+    assert evidence.path_problem(f"/proc/self/task/{me}/mem", False, *ROOTS, own, me) is None      # reading it
+
+
 def test_paths_are_followed_through_symlinks_and_the_workers_own_proc(tmp_path):
     own = {str(os.getpid())}
     (tmp_path / "to-etc").symlink_to("/etc")

@@ -57,8 +57,7 @@ def seal_and_load(worker: WorkerProcess, options: Options, clock) -> str | None:
 
 def attempts_reject(options: Options) -> bool:
     """Whether an attempt the confinement refused rejects the kernel: always on the CPU; on CUDA with
-    `Options.strict_cuda` (off by default: honest CUDA code — the driver's lazy file reads, say — might be what was
-    refused, and the strict order's driver did not start on an H100)."""
+    `Options.strict_cuda` (the default; off, an attempt on CUDA is noted in the verdict's log only)."""
     return options.target != "cuda" or options.strict_cuda
 
 

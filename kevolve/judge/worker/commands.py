@@ -41,14 +41,15 @@ class Worker:
     # ------------------------------------------------------------------ commands
     def init(self, task_dir: str, lib: str, abi: str, target: str, module: str | None, exchange: str,
              threads: int | None = None, also: list[str] | None = None, load: bool = True,
-             evict: str | None = None, cpu_flush: str = "lines", strict_cuda: bool = False) -> dict:
+             evict: str | None = None, cpu_flush: str = "lines", strict_cuda: bool = True) -> dict:
         """Loads the task and the kernel `lib`, confined first; `also`: libraries loaded later by `load_other`
         (`harness.compare`), which the confinement must let this process read. `load=False` leaves the kernel
         for `load`, after `prepare` and `seal` (the harness's order: the kernel's code runs only sealed).
         `evict`: the evictor's library (`judge.worker.evict`), loaded here, before the confinement and any candidate
-        code, for the CPU clock's `cpu_flush` mode `lines`. `strict_cuda=False` (the default, `Options.strict_cuda`:
-        started after the confinement, the driver failed on an H100 with error 304): on CUDA the driver starts
-        before the confinement, as it long did, so its threads predate Landlock (seccomp still covers them)."""
+        code, for the CPU clock's `cpu_flush` mode `lines`. `strict_cuda` (`Options.strict_cuda`, the default): on CUDA
+        the driver starts after the confinement, so its threads carry Landlock too (it may write its own threads'
+        names, `confine.OWN_THREADS`); `strict_cuda=False`: before it, so its threads predate Landlock (seccomp
+        still covers them)."""
         import torch
         from kevolve.task.precision import set_strict_float32
         from kevolve.task.load import load_task

@@ -11,7 +11,8 @@
   ptrace, bypass file permissions, change uids, or get them back by exec;
 - Landlock (Linux >= 5.13): files are readable only beneath the system and Python prefixes, the CUDA
   toolkit, the kernel's own build folder and the task; writable only beneath `writable` (the worker's
-  private temporary directory and its output-exchange folder); of /dev only a few character devices
+  private temporary directory and its output-exchange folder) and, on CUDA, its own threads' files in /proc
+  (where the driver names the threads it starts); of /dev only a few character devices
   (`/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/nvidia*`), so not /dev/shm,
   where other judgements' exchange folders are; TCP bind/connect denied (ABI >= 4); signals and abstract
   unix sockets scoped to its own domain (ABI >= 6). Landlock also stops a confined process from
@@ -99,7 +100,8 @@ def confine(readable: list[str], writable: list[str], target: str, limits: dict 
     report["pid_namespace"] = os.environ.get(pidns.ENV) or "none: the worker was not started by pidns.py"
     if report["pid_namespace"] != pidns.HOLDS:
         report["missing"]["pid_namespace"] = report["pid_namespace"]
-    for name, layer in (("landlock", lambda: _landlock(readable, writable)), ("seccomp", _seccomp)):
+    for name, layer in (("landlock", lambda: _landlock(readable, writable, own_threads=target == "cuda")),
+                        ("seccomp", _seccomp)):
         try:
             report[name] = layer()
         except OSError as e:
@@ -107,7 +109,8 @@ def confine(readable: list[str], writable: list[str], target: str, limits: dict 
             report["missing"][name] = str(e)
     if target == "cpu":
         report["rlimits"] = _rlimits(limits if limits is not None else _chosen_limits())
-    report["paths"] = {"read": _existing(list(READ_ONLY) + list(readable)), "write": _existing(writable),
+    report["paths"] = {"read": _existing(list(READ_ONLY) + list(readable)),
+                       "write": _existing(writable) + ([OWN_THREADS] if target == "cuda" else []),
                        "devices": _existing(list(DEVICES) + [str(p) for p in Path("/dev").glob("nvidia*")])}
     return report
 
@@ -181,7 +184,15 @@ def landlock_abi() -> int:
     return max(int(r), 0)
 
 
-def _landlock(readable: list[str], writable: list[str]) -> int:
+OWN_THREADS = "/proc/self/task"
+
+
+def _landlock(readable: list[str], writable: list[str], own_threads: bool = False) -> int:
+    """`own_threads`: this process's own threads' files in /proc writable (`OWN_THREADS`, resolved to its pid now),
+    for the CUDA driver, which names the threads it starts by writing their `comm` there and fails to start when
+    it cannot ("error 304: OS call failed", seen on an H100 and an H200 with the driver started after Landlock).
+    What it opens to the process: its own threads' names, scheduling hints and memory, none of which it could
+    not already change from inside."""
     abi = landlock_abi()
     if abi < 1:
         raise OSError(errno.ENOSYS, "Landlock is not available (kernel < 5.13 or not enabled)")
@@ -206,6 +217,8 @@ def _landlock(readable: list[str], writable: list[str]) -> int:
                       else (file_rights & ~FS_EXECUTE) | FS_READ_DIR)
         for path in _existing(writable):
             _add_rule(fd, path, handled)
+        if own_threads:
+            _add_rule(fd, os.path.realpath(OWN_THREADS), read | FS_WRITE_FILE | (FS_TRUNCATE if abi >= 3 else 0))
         if _libc.syscall(NR["landlock_restrict_self"], fd, ctypes.c_uint32(0)) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
