@@ -554,3 +554,16 @@ def test_the_correctness_salt_is_random_per_evaluator_apart_from_other_inputs_an
     monkeypatch.setenv(reuse.SALT_ENV, "twelve")
     with pytest.raises(ValueError, match="KEVOLVE_INPUT_SALT='twelve': give an integer"):
         reuse.input_salt()
+
+
+@pytest.mark.skipif(not Path(builder.cuda_home(), "bin", "nvcc").exists(), reason="needs nvcc")
+def test_a_cuda_judgement_without_a_gpu_says_so_and_blames_no_confinement(tiny):
+    """`strict_cuda` (the default) starts the driver inside the confinement and explains a failure there as the
+    confinement's; on a machine with no GPU the driver's own message is the verdict."""
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    cuda = (HERE / "adversarial" / "cuda" / "honest.cu").read_text()
+    ev = evaluate(tiny, cuda, Options(target="cuda", shapes="small", time_kernel=False, timeout=60))
+    assert not ev.correct and ev.stage == "load", (ev.stage, ev.failure)
+    assert "strict_cuda" not in ev.failure and "NVIDIA driver" in ev.failure, ev.failure

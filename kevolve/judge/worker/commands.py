@@ -79,10 +79,13 @@ class Worker:
             try:
                 self._start_cuda()
             except RuntimeError as e:       # the driver needs something the confinement closes (docs/guarantees.md)
+                if any(s in str(e) for s in ("no NVIDIA driver", "no CUDA GPUs", "not compiled with CUDA")):
+                    raise                       # no GPU here at all: nothing the confinement did
                 devices = self.confinement.get("paths", {}).get("devices")
                 raise RuntimeError(f"strict_cuda: the CUDA driver did not start under the worker's confinement "
-                                   f"({e}); device nodes open to it: {devices}. Judge with resources.strict_cuda="
-                                   "false (the default), where the driver starts before the confinement") from e
+                                   f"({e}); device nodes open to it: {devices}. `python experiments/strict_cuda_probe"
+                                   ".py` names what it needs; meanwhile judge with resources.strict_cuda=false, where "
+                                   "the driver starts before the confinement") from e
         self.lib, self.module = lib, module
         if load:
             self.load()
