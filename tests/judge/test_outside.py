@@ -273,3 +273,34 @@ def test_a_noisy_bound_is_timed_again_before_it_is_a_verdict(heavy, monkeypatch,
     assert len(seen) == times and ev.correct == correct, (len(seen), ev.failure)
     if not correct:
         assert ev.failure.endswith(injected[-1]), ev.failure
+
+
+def test_what_a_cuda_worker_may_write_under_proc_leaves_the_outside_clock_alone():
+    """A CUDA worker may write its own threads' files under /proc (`confine.OWN_THREADS`: the driver names its
+    threads there). The attack that grant invites: reset the CPU time the outside clock reads, by writing each
+    thread's `sched` (which zeroes its scheduler statistics) and renaming it. The run time the clock reads
+    (`schedstat`'s first field, and the process's CPU clock) is not among what that resets."""
+    import subprocess
+    import sys
+    code = ("import os, sys, time\n"
+            "t = time.process_time()\n"
+            "while time.process_time() - t < 0.3: pass\n"
+            "print('ready', flush=True); sys.stdin.readline()\n"
+            "for tid in os.listdir('/proc/self/task'):\n"
+            "    open(f'/proc/self/task/{tid}/sched', 'w').write('0')\n"
+            "    open(f'/proc/self/task/{tid}/comm', 'w').write('idle')\n"
+            "print('written', flush=True); sys.stdin.readline()\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        clock = outside.CpuClock(p.pid)
+        total, main = clock.ms()
+        assert total is not None and main is not None and main >= 250, (total, main)
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "written"
+        after_total, after_main = clock.ms()
+        assert after_total >= total and after_main >= main, ((total, main), (after_total, after_main))
+    finally:
+        p.kill()
+        p.wait()

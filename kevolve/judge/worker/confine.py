@@ -191,8 +191,9 @@ def _landlock(readable: list[str], writable: list[str], own_threads: bool = Fals
     """`own_threads`: this process's own threads' files in /proc writable (`OWN_THREADS`, resolved to its pid now),
     for the CUDA driver, which names the threads it starts by writing their `comm` there and fails to start when
     it cannot ("error 304: OS call failed", seen on an H100 and an H200 with the driver started after Landlock).
-    What it opens to the process: its own threads' names, scheduling hints and memory, none of which it could
-    not already change from inside."""
+    What it opens to the process: its own threads' names, scheduler statistics (`sched`: not the run time the
+    outside clock reads, `test_outside`) and memory (a write there is still an attempt, `evidence.resolve`), none
+    of which it could not already change from inside."""
     abi = landlock_abi()
     if abi < 1:
         raise OSError(errno.ENOSYS, "Landlock is not available (kernel < 5.13 or not enabled)")
