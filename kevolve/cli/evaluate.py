@@ -9,8 +9,10 @@ judge/evaluator/fused.py);
 timing effort per target: on cuda (`EFFORT`) 100 calls per contender and configuration, every (shape, init)
 timed; on cpu the search's defaults (kevolve.config.schema: 50 calls, one init per shape timed; every configuration
 is still checked for correctness) — one CPU seed on `small` in about a minute on 2 cores. `time_inits=all reps=100`
-restores the rest. Each key=value is a field of the search's typed schema (`FIELDS`): a bad value is refused with
-the field's own message (exit 2), as `python -m kevolve` refuses it.
+restores the rest. strict_cuda=false judges a CUDA kernel with its driver started before the confinement, host
+threads allowed after the seal and a refused attempt only noted (docs/guarantees.md). Each key=value is a field
+of the search's typed schema (`FIELDS`): a bad value is refused with the field's own message (exit 2), as
+`python -m kevolve` refuses it.
 """
 from __future__ import annotations
 
@@ -20,9 +22,9 @@ from pathlib import Path
 
 USAGE = ("usage: python -m kevolve.evaluate task=NAME kernel=PATH [target=cpu|cuda] [abi=c|torch] "
          "[shapes=small|bench] [timeout=SECONDS] [reps=N] [calls=N] [baselines=eager,compile,compile-max-autotune] "
-         "[compiled_checks=auto|on|off] [time_inits=all|first] [cpu_flush=lines|llc]")
+         "[compiled_checks=auto|on|off] [time_inits=all|first] [cpu_flush=lines|llc] [strict_cuda=true|false]")
 KEYS = {"task", "kernel", "target", "abi", "shapes", "timeout", "reps", "baselines", "budget", "calls",
-        "compiled_checks", "time_inits", "cpu_flush"}
+        "compiled_checks", "time_inits", "cpu_flush", "strict_cuda"}
 EFFORT = {"cuda": dict(reps=100, budget=0.5, time_inits="all")}   # on cuda, unless told; cpu: the schema's defaults
 
 
@@ -49,7 +51,7 @@ def parse(argv: list[str]) -> dict[str, str]:
 FIELDS = {"task": "task.name", "shapes": "task.shapes", "target": "resources.target", "timeout": "search.timeout_s",
           "reps": "search.reps", "budget": "search.budget_s", "baselines": "search.baselines",
           "time_inits": "search.time_inits", "compiled_checks": "resources.compiled_checks",
-          "cpu_flush": "resources.cpu_flush"}
+          "cpu_flush": "resources.cpu_flush", "strict_cuda": "resources.strict_cuda"}
 
 
 def config_from(args: dict[str, str], target: str):
@@ -94,7 +96,7 @@ def options_from(args: dict[str, str], task):
             raise UsageError(f"calls must be at least 1, not {calls['calls']}")
     return Options(target=target, abi=abi, shapes=shapes, timeout=s.timeout_s, baselines=tuple(s.baselines),
                    reps=s.reps, budget_s=s.budget_s, time_inits=s.time_inits, compiled_checks=r.compiled_checks,
-                   cpu_flush=r.cpu_flush, **calls)
+                   cpu_flush=r.cpu_flush, strict_cuda=r.strict_cuda, **calls)
 
 
 def _default_target() -> str:

@@ -243,3 +243,16 @@ def test_graph_samples_lose_the_flushes_and_the_sync_cost():
     assert per_call([(1.5, 2.6)], empty, 10, graph=True) == [pytest.approx(0.15)]   # work after the stream's end
     assert per_call([(1.5, 1.6)], empty, 1, graph=True) == [pytest.approx(0.5)]     # one call per graph
     assert per_call([(0.2, 0.3)], [(0.0, 0.1)]) == [pytest.approx(0.2)]             # queued: nothing to subtract
+
+
+def test_cli_turns_the_strict_cuda_confinement_off_and_refuses_a_bad_value():
+    from kevolve.cli.evaluate import UsageError, main, options_from
+    task = load_task("layernorm_fwd")
+    assert options_from({"target": "cuda"}, task).strict_cuda is True                    # the default
+    assert options_from({"target": "cuda", "strict_cuda": "false"}, task).strict_cuda is False
+    with pytest.raises(UsageError, match="strict_cuda=maybe"):
+        options_from({"target": "cuda", "strict_cuda": "maybe"}, task)
+    from kevolve import ROOT
+    kernel = ROOT / "tasks" / "layernorm_fwd" / "best" / "cuda.cu"
+    assert kernel.exists()                                  # so exit 2 is the value's, not a missing file's
+    assert main(["task=layernorm_fwd", f"kernel={kernel}", "target=cuda", "strict_cuda=maybe"]) == 2
