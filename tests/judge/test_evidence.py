@@ -214,6 +214,50 @@ def test_its_own_threads_files_may_be_written_but_not_their_memory():
     assert evidence.path_problem(f"/proc/self/task/{me}/mem", False, *ROOTS, own, me) is None      # reading it
 
 
+OWN_THREADS_CHILD = textwrap.dedent("""
+    import ctypes, json, sys, threading, time
+    from kevolve.judge.worker import confine
+    report = confine.confine([p for p in sys.path if p], [sys.argv[2]], sys.argv[1])
+    tids, done = [], threading.Event()
+    def run():
+        tids.append(ctypes.CDLL(None).syscall(186))
+        done.wait()
+    t = threading.Thread(target=run)
+    t.start()
+    while not tids:
+        time.sleep(0.01)
+    out = {"paths": report["paths"], "landlock": report.get("landlock")}
+    for name, path in (("thread", f"/proc/self/task/{tids[0]}/comm"), ("process", "/proc/self/oom_score_adj"),
+                       ("other", "/proc/1/comm")):
+        try:
+            with open(path, "w") as f:
+                f.write("0")
+            out[name] = "written"
+        except OSError as e:
+            out[name] = e.strerror
+    done.set()
+    t.join()
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.skipif(confine.landlock_abi() < 1, reason="needs Landlock")
+@pytest.mark.parametrize("target", ["cuda", "cpu"])
+def test_a_cuda_worker_may_write_its_own_threads_files_and_nothing_else_under_proc(target, tmp_path):
+    """`confine.confine` on CUDA lets the process write its own threads' files (the driver names its threads: it
+    did not start without it), and nothing else under /proc; on the CPU not even that. The supervisor's write roots
+    never name /proc (it would read `/proc/<pid>` as one of its own processes)."""
+    out = subprocess.run([sys.executable, "-c", OWN_THREADS_CHILD, target, str(tmp_path)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = __import__("json").loads(out.stdout.strip().splitlines()[-1])
+    assert got["landlock"], got
+    assert got["thread"] == ("written" if target == "cuda" else "Permission denied"), got
+    assert got["process"] == "Permission denied" and got["other"] == "Permission denied", got
+    assert not [p for p in got["paths"]["write"] if p.startswith("/proc")], got["paths"]
+    assert got["paths"].get("own_threads") == ("/proc/self/task" if target == "cuda" else None), got["paths"]
+
+
 def test_paths_are_followed_through_symlinks_and_the_workers_own_proc(tmp_path):
     own = {str(os.getpid())}
     (tmp_path / "to-etc").symlink_to("/etc")

@@ -109,9 +109,12 @@ def confine(readable: list[str], writable: list[str], target: str, limits: dict 
             report["missing"][name] = str(e)
     if target == "cpu":
         report["rlimits"] = _rlimits(limits if limits is not None else _chosen_limits())
-    report["paths"] = {"read": _existing(list(READ_ONLY) + list(readable)),
-                       "write": _existing(writable) + ([OWN_THREADS] if target == "cuda" else []),
+    # the supervisor (`evidence`) reads these as paths of its own namespace; its own threads' files are named apart,
+    # which `evidence.resolve` judges by what they are (`/proc/<pid>` there would be another process)
+    report["paths"] = {"read": _existing(list(READ_ONLY) + list(readable)), "write": _existing(writable),
                        "devices": _existing(list(DEVICES) + [str(p) for p in Path("/dev").glob("nvidia*")])}
+    if target == "cuda":
+        report["paths"]["own_threads"] = OWN_THREADS
     return report
 
 
