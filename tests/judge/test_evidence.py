@@ -211,7 +211,24 @@ def test_its_own_threads_files_may_be_written_but_not_their_memory():
         assert "memory through /proc" in (evidence.path_problem(path, True, *ROOTS, own, me) or ""), path
     assert "another process's environ" in evidence.path_problem("/proc/self/task/../../1/environ", False, *ROOTS,
                                                                 own, me)
+    assert "another process's environ" in evidence.path_problem(f"/proc/self/task/{me}/../../../1/environ", False,
+                                                                *ROOTS, own, me)
     assert evidence.path_problem(f"/proc/self/task/{me}/mem", False, *ROOTS, own, me) is None      # reading it
+
+
+def test_a_threads_links_are_followed_as_its_processs(tmp_path):
+    """A thread's cwd, root, exe and fds are its process's: a write through `/proc/self/task/<tid>/cwd/..` is
+    judged where it lands, as through `/proc/self/cwd/..`."""
+    own, me = {str(os.getpid())}, os.getpid()
+    roots = (["/usr", "/etc", "/proc"], [str(tmp_path)], [])
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert evidence.path_problem(f"/proc/self/task/{me}/cwd/out.bin", True, *roots, own, me) is None
+        assert "for writing" in evidence.path_problem(f"/proc/self/task/{me}/cwd/../x", True, *roots, own, me)
+        assert "for writing" in evidence.path_problem(f"/proc/{me}/task/{me}/root/etc/passwd", True, *roots, own, me)
+    finally:
+        os.chdir(here)
 
 
 OWN_THREADS_CHILD = textwrap.dedent("""

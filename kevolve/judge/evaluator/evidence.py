@@ -259,16 +259,12 @@ def resolve(path: str, write: bool, own: set[str], pid: int) -> tuple[str, str |
             if not mine:
                 return "", (f"/{'/'.join(done + todo)}: another process's {what}"
                             if who.isdigit() and what in PRIVATE else None)
+            if what == "task":                           # one of its threads' folders (writable on CUDA, where
+                if len(done) < 5:                        # the driver names its threads, `confine.OWN_THREADS`):
+                    continue                             # judged as its process's, `..` as the folders it climbs
+                what = done[4]
             if what == "mem" and write:
                 return "", f"/{'/'.join(done + todo)} for writing: its own process's memory through /proc"
-            if what == "task":                           # its threads' files, writable on CUDA (the driver names
-                here = "/" + "/".join(done + todo)       # its threads there, `confine.OWN_THREADS`): not their
-                flat = os.path.normpath(here)            # memory, and `..` judged where it lands
-                if flat != here.rstrip("/"):
-                    return resolve(flat, write, own, pid)
-                if write and todo[1:2] == ["mem"]:
-                    return "", f"{here} for writing: its own thread's memory through /proc"
-                return "", None
             link = what if what in ("cwd", "root", "exe") else f"fd/{todo.pop(0)}" if what == "fd" and todo else None
             target = _link(pid, link) if link else None
             if target is None or not target.startswith("/"):
