@@ -1,6 +1,6 @@
 """Issue 37's tally of forged times: each hostile kernel of `tests/adversarial/test_impossible.py` and
-`test_side_work.py` (built by `reach_python.py`; and slows_torch.cpp), and each honest twin, judged as those tests
-judge them; one line each: accepted or rejected, and why. With `cuda` (on a GPU): the same walk from a CUDA kernel's
+`test_side_work.py` (built by `reach_python.py`; and slows_torch.cpp), the ÷5 forger that spares the canary (which
+no test has: the judge accepts it), and each honest twin, judged as those tests judge them; one line each: accepted or rejected, and why. With `cuda` (on a GPU): the same walk from a CUDA kernel's
 host code forging its graph's times (÷1000 sparing the canary, ÷5 in every round, ÷5 sparing the canary), the
 honest seed, and the layernorm_fwd best kernel on its task. The hostile sources come from ATTACKS (a checkout's
 tests/adversarial, default this one), the judge from the checkout on PYTHONPATH, so an older judge can be tried
@@ -51,6 +51,7 @@ def cpu_cases() -> list:
     canaried = Options(**{**small, "reps": 20}, budget_s=0.05)                            # enough calls to mark
     return [("forger /1000, spares the canary", True, tiny, forger(1000.0, True), on_tiny),
             ("scaler /5, every call", True, tiny, forger(5.0, False), canaried),
+            ("forger /5, spares the canary", True, tiny, forger(5.0, True), canaried),
             ("poisoner: answer computed while poisoned", True, heavy, with_python(POISON), on_heavy),
             ("slows torch in its worker (gains nothing?)", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(),
              on_tiny),
