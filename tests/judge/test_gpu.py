@@ -243,6 +243,18 @@ def test_gpu_hang_is_a_timeout_then_the_next_evaluation_is_normal(layernorm):
     assert_seed_correct(layernorm)
 
 
+def test_outputs_go_by_cuda_ipc_under_the_default_confinement(layernorm):
+    """The exchange's probe decides once per worker and falls back to files without a word; under the confinement
+    as shipped (`strict_cuda`: the driver started inside Landlock) it must still find CUDA IPC, and the verdict says
+    which it used (`work["cuda_ipc"]`)."""
+    ev = evaluate(layernorm, layernorm.seed_path("cuda").read_text(), CHECK)
+    assert ev.correct, ev.failure
+    assert ev.work.get("cuda_ipc") == 1, ev.work
+    files = evaluate(layernorm, layernorm.seed_path("cuda").read_text(),
+                     Options(**{**CHECK.__dict__, "exchange": "files"}))
+    assert files.correct and files.work.get("cuda_ipc") == 0, (files.failure, files.work)
+
+
 # (f) an evaluator's Reuse across candidates on the GPU ---------------------------------------------------
 def test_reuse_across_candidates_keeps_verdicts_on_gpu(layernorm):
     """A search's evaluator judges many libraries with one Reuse: after an illegal address (a dead CUDA

@@ -181,9 +181,10 @@ def _judge(j: Judgement) -> Evaluation:
         if isinstance(info, protocol.Failed):
             return verdict("load", f"load error: {info.error}")
         seen["device"], seen["bandwidth"] = info.device, info.bandwidth_gbs
-        startup.configure(worker, info, options)
+        ipc = startup.configure(worker, info, options)
         if options.target == "cuda":
             clock.gpu = gpu_lock.of_worker(info.uuid, info.device)
+            clock.work["cuda_ipc"] = int(ipc)     # in the verdict's `work`: outputs by CUDA IPC (1) or by files (0)
         ended = torch_baselines.prepare(j, plan, info, helper)
         if ended:
             return verdict(*ended)

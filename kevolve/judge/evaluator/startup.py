@@ -35,12 +35,15 @@ def landlocked(info: protocol.Reply) -> bool:
     return isinstance(info, protocol.Started) and bool((info.confinement or {}).get("landlock"))
 
 
-def configure(worker: WorkerProcess, info: protocol.Started, options: Options) -> None:
-    """The shape set named, and on CUDA the exchange decided (`exchange.ipc_works`)."""
+def configure(worker: WorkerProcess, info: protocol.Started, options: Options) -> bool:
+    """The shape set named, and on CUDA the exchange decided (`exchange.ipc_works`): whether outputs go by CUDA IPC
+    (False: by files, or not on CUDA)."""
     worker.call(protocol.SetConfigs(options.shapes), 60)
+    ipc = False
     if options.target == "cuda":
         ipc = exchange.ipc_works(lambda: worker.call(protocol.IpcProbe(), 60).probe, info.uuid, options.exchange)
         worker.call(protocol.SetExchange(ipc), 60)
+    return ipc
 
 
 def seal_and_load(worker: WorkerProcess, options: Options, clock) -> str | None:
