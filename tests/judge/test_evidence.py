@@ -5,6 +5,7 @@ as the worker would resolve them. The judgements built on it are in tests/advers
 from __future__ import annotations
 
 import errno
+import json
 import os
 import platform
 import socket
@@ -267,12 +268,12 @@ def test_a_cuda_worker_may_write_its_own_threads_files_and_nothing_else_under_pr
     out = subprocess.run([sys.executable, "-c", OWN_THREADS_CHILD, target, str(tmp_path)], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
-    got = __import__("json").loads(out.stdout.strip().splitlines()[-1])
+    got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["landlock"], got
     assert got["thread"] == ("written" if target == "cuda" else "Permission denied"), got
     assert got["process"] == "Permission denied" and got["other"] == "Permission denied", got
     assert not [p for p in got["paths"]["write"] if p.startswith("/proc")], got["paths"]
-    assert got["paths"].get("own_threads") == ("/proc/self/task" if target == "cuda" else None), got["paths"]
+    assert got["paths"].get("own_threads") == (confine.OWN_THREADS if target == "cuda" else None), got["paths"]
 
 
 def test_paths_are_followed_through_symlinks_and_the_workers_own_proc(tmp_path):

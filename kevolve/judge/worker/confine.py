@@ -100,8 +100,8 @@ def confine(readable: list[str], writable: list[str], target: str, limits: dict 
     report["pid_namespace"] = os.environ.get(pidns.ENV) or "none: the worker was not started by pidns.py"
     if report["pid_namespace"] != pidns.HOLDS:
         report["missing"]["pid_namespace"] = report["pid_namespace"]
-    for name, layer in (("landlock", lambda: _landlock(readable, writable, own_threads=target == "cuda")),
-                        ("seccomp", _seccomp)):
+    own_threads = target == "cuda"            # the CUDA driver names its threads (`_landlock`)
+    for name, layer in (("landlock", lambda: _landlock(readable, writable, own_threads)), ("seccomp", _seccomp)):
         try:
             report[name] = layer()
         except OSError as e:
@@ -113,7 +113,7 @@ def confine(readable: list[str], writable: list[str], target: str, limits: dict 
     # which `evidence.resolve` judges by what they are (`/proc/<pid>` there would be another process)
     report["paths"] = {"read": _existing(list(READ_ONLY) + list(readable)), "write": _existing(writable),
                        "devices": _existing(list(DEVICES) + [str(p) for p in Path("/dev").glob("nvidia*")])}
-    if target == "cuda":
+    if own_threads:
         report["paths"]["own_threads"] = OWN_THREADS
     return report
 
