@@ -113,3 +113,60 @@ def test_through_the_harness_correctness_and_timed_calls_are_judged(built, tmp_p
     ev = judge(ln, built.lib_path, FAST, module=built.module_name)
     assert ev.correct, ev.failure
     assert len(ev.measurements) == 3
+
+
+class _PoolGraphs:
+    """The one property of CUDA graphs this test needs, on the CPU: a graph's replay rewrites, in place, the tensors
+    its capture's calls returned (torch's graph pool), and no other graph's. `capture` makes the calls once, as
+    capture does; `replay(graph)` writes each returned tensor the value the call would return now."""
+    def __init__(self, session):
+        self.session, self.pools = session, {}
+
+    def capture(self, call, n):
+        graph = object()
+        for i in range(n):
+            call(i)
+        self.pools[id(graph)] = (call, [self.session.returned["kernel"][i] for i in range(n)])
+        return graph
+
+    def replay(self, graph):
+        _, pool = self.pools[id(graph)]
+        for i, t in enumerate(pool):
+            fresh = self.session.kernels["kernel"].run(i)
+            t.copy_(fresh)
+        return (0.0, 0.0)
+
+
+def test_a_replay_stores_the_results_of_the_graph_replayed_not_of_the_last_captured():
+    """On CUDA a torch-ABI kernel is captured twice — plainly and with the evaluator's canary — and each graph
+    returns tensors of its own pool. A round that replays the plain graph must store the plain graph's tensors:
+    storing the last capture's (the canaried twin's, not replayed that round) gave every timed call of every
+    torch-ABI seed stale outputs on the GPU (stop 44). Run here with the session's own bookkeeping and stand-in
+    graphs that behave as torch's pools do (`_PoolGraphs`)."""
+    from kevolve.judge.worker.session import Session
+    s = Session.__new__(Session)
+    s.n, s.returned, s.graph_returned = 2, {"kernel": [None] * 3}, {}
+    inputs = [torch.zeros(4), torch.zeros(4), torch.zeros(4)]
+    s.kernels = {"kernel": SimpleNamespace(run=lambda i: inputs[i].clone(),
+                                           store=lambda r, outs: outs["out"].copy_(r))}
+    s.outs = {"kernel": [{"outputs": {"out": torch.full((4,), float("nan"))}} for _ in range(3)]}
+    s.w = SimpleNamespace(_sync=lambda: None)
+    s.clock = _PoolGraphs(s)
+
+    def run(i):
+        s.returned["kernel"][i] = s.kernels["kernel"].run(i)
+    plain = s._capture_graph("kernel", run)
+    canaried = s._capture_graph("kernel", run)                # the twin: its own pool, captured last
+    for round_value in (1.0, 2.0):
+        for t in inputs:
+            t.fill_(round_value)
+        s.clock.replay(plain)
+        s._replayed("kernel", plain)
+        s._store_returned()
+        assert all(torch.equal(s.outs["kernel"][i]["outputs"]["out"], inputs[i]) for i in range(2)), round_value
+    for t in inputs:
+        t.fill_(3.0)
+    s.clock.replay(canaried)
+    s._replayed("kernel", canaried)
+    s._store_returned()
+    assert all(float(s.outs["kernel"][i]["outputs"]["out"][0]) == 3.0 for i in range(2))

@@ -56,6 +56,7 @@ class Session:
         self.graphs: dict = {}
         self.canary = canary                                 # the evaluator's known addition (`_canaried`)
         self.canary_graphs: dict = {}                        # checked kernel -> its graph with the canary
+        self.graph_returned: dict = {}                       # torch ABI: id(graph) -> what its capture returned
         self.notes: dict[str, str] = {}
         self.round = 0
         self.variants: list[int] = []                       # what `_fill` drew the input sets from, in order
@@ -144,7 +145,7 @@ class Session:
         """Drops the buffers, graphs and calls now: the calls close over this session (a reference cycle), which
         would otherwise wait for a garbage collection (0.1–0.3 s each with torch loaded)."""
         self.calls, self.graphs, self.outs, self.slots, self.returned, self.described = {}, {}, {}, [], {}, {}
-        self.canary_graphs = {}
+        self.canary_graphs, self.graph_returned = {}, {}
         self._cold = {}
         self.snapshots = None
 
@@ -157,10 +158,24 @@ class Session:
         side.wait_stream(torch.cuda.current_stream())
         return lambda: torch.cuda.stream(side)
 
+    def _capture_graph(self, name: str, call):
+        """`clock.capture` of `call`; for a torch-ABI kernel also the tensors its capture returned, which this graph's
+        replays rewrite (another graph of the same kernel — its canaried twin — returns tensors of its own pool)."""
+        graph = self.clock.capture(call, self.n)
+        if name in self.returned:
+            self.graph_returned[id(graph)] = list(self.returned[name][:self.n])
+        return graph
+
+    def _replayed(self, name: str, graph) -> None:
+        """After a replay of `graph` (contender `name`'s, or its canaried twin): the results `_store_returned`
+        copies are that graph's, not the last captured one's."""
+        if name in self.returned and id(graph) in self.graph_returned:
+            self.returned[name][:self.n] = self.graph_returned[id(graph)]
+
     def _capture(self) -> None:
         for name, call in list(self.calls.items()) + [("_null", lambda i: None)]:
             try:
-                self.graphs[name] = self.clock.capture(call, self.n)
+                self.graphs[name] = self._capture_graph(name, call)
                 self.kind[name] = "graph"
             except Exception as e:                       # noqa: BLE001 — any refusal means: time it queued
                 self.kind[name] = "queued"
@@ -172,7 +187,7 @@ class Session:
             for name in self.checked:
                 if self.kind.get(name) == "graph":        # a kernel captured once must capture again: a failure here
                     try:                                  # is a refusal of the canary, not a reason to time without it
-                        self.canary_graphs[name] = self.clock.capture(self._canaried(self.calls[name]), self.n)
+                        self.canary_graphs[name] = self._capture_graph(name, self._canaried(self.calls[name]))
                     except Exception as e:                # noqa: BLE001
                         raise KernelFailed(f"{name} was captured in a CUDA graph once, but not a second time with the "
                                            f"judge's canary before its calls: {type(e).__name__}: {str(e)[:200]}")
@@ -254,7 +269,9 @@ class Session:
             if canary and name in self.checked:
                 call = self._canaried(call)
             if name in graphs and (name not in hollow or null is not None):
-                times[name] = [clock.replay(graphs[name] if name not in hollow else null)]
+                graph = graphs[name] if name not in hollow else null
+                times[name] = [clock.replay(graph)]
+                self._replayed(name, graph)
             else:
                 times[name] = self._queued_calls(name, call)
         for name in order:                               # the latency column: one synced call, its own inputs
