@@ -115,58 +115,60 @@ def test_through_the_harness_correctness_and_timed_calls_are_judged(built, tmp_p
     assert len(ev.measurements) == 3
 
 
+
 class _PoolGraphs:
-    """The one property of CUDA graphs this test needs, on the CPU: a graph's replay rewrites, in place, the tensors
-    its capture's calls returned (torch's graph pool), and no other graph's. `capture` makes the calls once, as
-    capture does; `replay(graph)` writes each returned tensor the value the call would return now."""
-    def __init__(self, session):
-        self.session, self.pools = session, {}
+    """A stand-in for `timing.CudaClock` with the one property of CUDA graphs this test needs, on the CPU: a graph's
+    replay rewrites, in place, the tensors its capture's calls returned (torch's graph pool), and no other graph's.
+    `capture` makes the calls once, as capture does; a replay writes each of those tensors what the kernel would
+    return now; queued and synced calls are made as they come."""
+    def __init__(self, session, kernel):
+        self.session, self.kernel, self.pools = session, kernel, {}
 
     def capture(self, call, n):
         graph = object()
         for i in range(n):
             call(i)
-        self.pools[id(graph)] = (call, [self.session.returned["kernel"][i] for i in range(n)])
+        self.pools[id(graph)] = list(self.session.returned.calls["kernel"][:n])
         return graph
 
     def replay(self, graph):
-        _, pool = self.pools[id(graph)]
-        for i, t in enumerate(pool):
-            fresh = self.session.kernels["kernel"].run(i)
-            t.copy_(fresh)
+        for i, t in enumerate(self.pools[id(graph)]):
+            t.copy_(self.kernel.run(i))
         return (0.0, 0.0)
+
+    def queued(self, call):
+        call()
+        return (0.0, 0.0)
+
+    synced = queued
 
 
 def test_a_replay_stores_the_results_of_the_graph_replayed_not_of_the_last_captured():
     """On CUDA a torch-ABI kernel is captured twice — plainly and with the evaluator's canary — and each graph
     returns tensors of its own pool. A round that replays the plain graph must store the plain graph's tensors:
     storing the last capture's (the canaried twin's, not replayed that round) gave every timed call of every
-    torch-ABI seed stale outputs on the GPU (stop 44). Run here with the session's own bookkeeping and stand-in
+    torch-ABI seed stale outputs on the GPU (stop 44). The session's own capture, rounds and stores, with stand-in
     graphs that behave as torch's pools do (`_PoolGraphs`)."""
+    from kevolve.judge.worker import returned
     from kevolve.judge.worker.session import Session
+    inputs = [torch.zeros(4) for _ in range(3)]                     # two graph calls and the latency call
+    kernel = SimpleNamespace(run=lambda i: inputs[i].clone(), store=lambda r, outs: outs["out"].copy_(r))
     s = Session.__new__(Session)
-    s.n, s.returned, s.graph_returned = 2, {"kernel": [None] * 3}, {}
-    inputs = [torch.zeros(4), torch.zeros(4), torch.zeros(4)]
-    s.kernels = {"kernel": SimpleNamespace(run=lambda i: inputs[i].clone(),
-                                           store=lambda r, outs: outs["out"].copy_(r))}
+    s.n, s.cuda, s.canary, s.checked, s.kernels = 2, False, 1e-6, ["kernel"], {"kernel": kernel}
+    s.returned = returned.Returned(2)
+    s.returned.track("kernel", 3)
     s.outs = {"kernel": [{"outputs": {"out": torch.full((4,), float("nan"))}} for _ in range(3)]}
-    s.w = SimpleNamespace(_sync=lambda: None)
-    s.clock = _PoolGraphs(s)
+    s.w, s.clock = SimpleNamespace(_sync=lambda: None), _PoolGraphs(s, kernel)
 
     def run(i):
-        s.returned["kernel"][i] = s.kernels["kernel"].run(i)
-    plain = s._capture_graph("kernel", run)
-    canaried = s._capture_graph("kernel", run)                # the twin: its own pool, captured last
-    for round_value in (1.0, 2.0):
+        s.returned.set("kernel", i, kernel.run(i))
+    s.calls = {"kernel": run}
+    s.graphs = {"kernel": s._capture_graph("kernel", run)}
+    s.canary_graphs = {"kernel": s._capture_graph("kernel", s._canaried(run))}   # its own pool, captured last
+    for value, canary in ((1.0, ()), (2.0, ()), (3.0, (0, 1)), (4.0, ())):
         for t in inputs:
-            t.fill_(round_value)
-        s.clock.replay(plain)
-        s._replayed("kernel", plain)
+            t.fill_(value)
+        s._cuda_round(["kernel"], canary=canary)
         s._store_returned()
-        assert all(torch.equal(s.outs["kernel"][i]["outputs"]["out"], inputs[i]) for i in range(2)), round_value
-    for t in inputs:
-        t.fill_(3.0)
-    s.clock.replay(canaried)
-    s._replayed("kernel", canaried)
-    s._store_returned()
-    assert all(float(s.outs["kernel"][i]["outputs"]["out"][0]) == 3.0 for i in range(2))
+        got = [float(s.outs["kernel"][i]["outputs"]["out"][0]) for i in range(3)]
+        assert got == [value] * 3, (value, canary, got)

@@ -13,7 +13,7 @@ calls are interleaved one by one, each input set filled and its outputs poisoned
 call can compute a later call's outputs ahead), and each checked output is copied the moment the call returns
 (work a call leaves to a thread after returning is not in the copy). A torch-ABI kernel's call is the extension's call
 alone: what it returns is kept and copied into that call's checked buffers after the round (on the CPU, the moment it
-returns), outside the timed interval (`_store_returned`).
+returns), outside the timed interval (`returned.Returned`).
 
 Guarantees: the number of rounds is fixed before the first timed call, from `reps` and the baselines'
 warm-up time (never the kernel's); warm-up calls are poisoned and checked like the rest. This module
@@ -27,7 +27,7 @@ import time
 
 from kevolve.judge import exchange
 from kevolve.judge.rounds import MAX_ROUNDS, WARMUP_SETS, calls_for, plan_rounds, set_bytes  # noqa: F401
-from kevolve.judge.worker import buffers, l2, timing
+from kevolve.judge.worker import buffers, l2, returned, timing
 
 
 class KernelFailed(RuntimeError):
@@ -46,7 +46,7 @@ class Session:
         self.outs = {name: self.slots if j == 0 else [worker._allocate(self.sizes) for _ in range(slots)]
                      for j, name in enumerate(checked)}
         self.kernels = checked
-        self.returned: dict[str, list] = {}                  # torch ABI: what each call returned (_store_returned)
+        self.returned = returned.Returned(calls)             # torch ABI: what each call returned (_store_returned)
         self.calls = {name: self._kernel_call(name, k) for name, k in checked.items()}
         self.calls.update({name: self._baseline_call(fn) for name, fn in baselines.items()})
         self.checked = list(checked)
@@ -56,7 +56,6 @@ class Session:
         self.graphs: dict = {}
         self.canary = canary                                 # the evaluator's known addition (`_canaried`)
         self.canary_graphs: dict = {}                        # checked kernel -> its graph with the canary
-        self.graph_returned: dict = {}                       # torch ABI: id(graph) -> what its capture returned
         self.notes: dict[str, str] = {}
         self.round = 0
         self.variants: list[int] = []                       # what `_fill` drew the input sets from, in order
@@ -66,10 +65,10 @@ class Session:
     # ------------------------------------------------------------------ contenders
     def _kernel_call(self, name: str, kernel):
         if hasattr(kernel, "store"):                 # torch ABI: results kept, copied after the timed calls
-            self.returned[name] = [None] * len(self.slots)
+            self.returned.track(name, len(self.slots))
 
             def run(i: int) -> None:
-                self.returned[name][i] = kernel.run(self.slots[i]["inputs"], self.sizes, self.scalars, self.cfg)
+                self.returned.set(name, i, kernel.run(self.slots[i]["inputs"], self.sizes, self.scalars, self.cfg))
             return run
 
         def call(i: int) -> None:
@@ -144,8 +143,9 @@ class Session:
     def close(self) -> None:
         """Drops the buffers, graphs and calls now: the calls close over this session (a reference cycle), which
         would otherwise wait for a garbage collection (0.1–0.3 s each with torch loaded)."""
-        self.calls, self.graphs, self.outs, self.slots, self.returned, self.described = {}, {}, {}, [], {}, {}
-        self.canary_graphs, self.graph_returned = {}, {}
+        self.calls, self.graphs, self.outs, self.slots, self.described = {}, {}, {}, [], {}
+        self.canary_graphs = {}
+        self.returned.clear()
         self._cold = {}
         self.snapshots = None
 
@@ -159,18 +159,10 @@ class Session:
         return lambda: torch.cuda.stream(side)
 
     def _capture_graph(self, name: str, call):
-        """`clock.capture` of `call`; for a torch-ABI kernel also the tensors its capture returned, which this graph's
-        replays rewrite (another graph of the same kernel — its canaried twin — returns tensors of its own pool)."""
+        """`clock.capture` of `call`, its torch-ABI results kept as this graph's (`Returned.captured`)."""
         graph = self.clock.capture(call, self.n)
-        if name in self.returned:
-            self.graph_returned[id(graph)] = list(self.returned[name][:self.n])
+        self.returned.captured(name, graph)
         return graph
-
-    def _replayed(self, name: str, graph) -> None:
-        """After a replay of `graph` (contender `name`'s, or its canaried twin): the results `_store_returned`
-        copies are that graph's, not the last captured one's."""
-        if name in self.returned and id(graph) in self.graph_returned:
-            self.returned[name][:self.n] = self.graph_returned[id(graph)]
 
     def _capture(self) -> None:
         for name, call in list(self.calls.items()) + [("_null", lambda i: None)]:
@@ -271,7 +263,7 @@ class Session:
             if name in graphs and (name not in hollow or null is not None):
                 graph = graphs[name] if name not in hollow else null
                 times[name] = [clock.replay(graph)]
-                self._replayed(name, graph)
+                self.returned.replayed(name, graph)
             else:
                 times[name] = self._queued_calls(name, call)
         for name in order:                               # the latency column: one synced call, its own inputs
@@ -339,18 +331,10 @@ class Session:
 
     # ------------------------------------------------------------------ torch ABI: results into the buffers
     def _store_returned(self, only: str | None = None, slot: int | None = None) -> None:
-        """Torch ABI: copies what each call returned into that call's checked buffers (`TorchKernel.store`:
-        count, shape, dtype and device checked), outside the timed interval — after a round on CUDA, the
-        moment the call returned on the CPU (`only`, `slot`) — and before the outputs are exported. A call
-        whose result is missing leaves its NaN poison. On CUDA a graph's calls returned tensors of the
-        graph's memory pool when it was captured, and each replay rewrites them."""
-        for name, returned in self.returned.items():
-            if only is not None and name != only:
-                continue
-            for i, r in enumerate(returned):
-                if r is not None and (slot is None or i == slot):
-                    self.kernels[name].store(r, self.outs[name][i]["outputs"])
-        if only is None and self.returned:
+        """Torch ABI: what each call returned into that call's checked buffers (`Returned.store`), outside the
+        timed interval — after a round on CUDA, the moment the call returned on the CPU (`only`, `slot`) — and
+        before the outputs are exported."""
+        if self.returned.store(self.kernels, self.outs, only, slot) and only is None:
             self.w._sync()
 
     # ------------------------------------------------------------------ buffers
