@@ -7,8 +7,7 @@ returned and copies it into that call's checked buffers outside the timed interv
 On CUDA a call captured in a graph returns tensors of that graph's memory pool, which each replay of *that* graph
 rewrites and no other graph's. A kernel timed on graphs has two (plain, and its twin with the evaluator's canary),
 so the tensors of each capture are kept apart (`captured`), and after a replay the ones of the graph replayed are
-what is stored (`replayed`). Storing the last capture's instead (the twin's) once gave every plain round stale
-results (docs/decisions.md, stop 44).
+what is stored (`replayed`): the last capture's (the twin's) would be stale after a plain round.
 """
 from __future__ import annotations
 
