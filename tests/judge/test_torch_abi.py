@@ -115,7 +115,6 @@ def test_through_the_harness_correctness_and_timed_calls_are_judged(built, tmp_p
     assert len(ev.measurements) == 3
 
 
-
 class _PoolGraphs:
     """A stand-in for `timing.CudaClock` with the one property of CUDA graphs this test needs, on the CPU: a graph's
     replay rewrites, in place, the tensors its capture's calls returned (torch's graph pool), and no other graph's.

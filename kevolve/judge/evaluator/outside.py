@@ -168,9 +168,8 @@ class Span:
     def round(self, times: dict, hollow: tuple[str, ...] = ()) -> Round:
         """The round, once its outputs are read (`times`: the reply's)."""
         (c1, m1), u1 = self.cpu.ms(), self.cpu.user_ms()
-        diff = lambda a, b: b - a if a is not None and b is not None else None  # noqa: E731
-        return Round(self.wall_ms, diff(self.c0, c1), diff(self.m0, m1), reported_ms(times), tuple(hollow),
-                     diff(self.u0, u1))
+        return Round(self.wall_ms, _minus(c1, self.c0), _minus(m1, self.m0), reported_ms(times), tuple(hollow),
+                     _minus(u1, self.u0))
 
 
 def reported_ms(times: dict) -> float:
@@ -209,8 +208,8 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
     if not counted:
         return ClockRuling()
     wall = _median([r.wall_ms for r in counted])
-    cpu, main = (_median([getattr(r, f) for r in counted]) if all(getattr(r, f) is not None for r in counted)
-                 else None for f in ("cpu_ms", "main_ms"))
+    cpu, main, main_user = (_median([getattr(r, f) for r in counted]) if all(getattr(r, f) is not None for r in counted)
+                            else None for f in ("cpu_ms", "main_ms", "main_user_ms"))
     made, near = [], None
     for party, probe in probes.items():
         share = shares[party]
@@ -225,13 +224,14 @@ def check(counted: list[Round], probes: dict[str, Round], shares: dict[str, floa
             burned = cpu - base_cpu                             # bound 2: the wall share is at least the CPU its
             floor = burned / n_cores                            # calls burned on the one thread that makes them,
             noise = base_cpu / n_cores                          # and at least all they burned over the cores; the
-            on_main = main - base_main if main is not None and base_main is not None else None
-            if on_main is not None and on_main > floor:         # noise is the shared work's: the probe's CPU
+            on_main = _minus(main, base_main)
+            by_main = on_main is not None and on_main > floor   # noise is the shared work's: the probe's CPU
+            if by_main:
                 floor, noise = on_main, base_main
             slack = CPU_NOISE * noise + SLACK_MS
             made.append((party, "under", share, floor, slack))
-            user = _user_excess(counted, [p for p in probes.values() if set(probe.hollow) <= set(p.hollow)])
-            if floor > share + slack and floor == on_main and not _user_confirms(user, share + slack):
+            user = _minus(main_user, _without(probe, probes.values(), "main_user_ms")) if by_main else None
+            if floor > share + slack and by_main and not _user_confirms(user, share + slack):
                 near = near or (f"{party}: under bound on the main thread's system time only ({floor:.2f} ms "
                                 f"against {share:.2f} ms reported; user time {user:.2f} ms)")
             elif floor > share + slack:
@@ -273,7 +273,8 @@ def _side_work(party: str, probe: Round, clean: tuple[Round, ...], n_cores: int)
     extra = getattr(probe, field) / scale - before
     slack = SIDE_NOISE * before + SIDE_MS
     check = (party, "side work", 0.0, extra, slack)
-    user = _user_excess([probe], clean) if field == "main_ms" else None
+    users = [r.main_user_ms for r in clean]
+    user = _minus(probe.main_user_ms, None if None in users else max(users)) if field == "main_ms" else None
     if extra > slack and field == "main_ms" and not _user_confirms(user, slack):
         return check, None, (f"{party}: side-work bound on the main thread's system time only ({extra:.2f} ms over "
                              f"the clean probe; user time {user:.2f} ms)")
@@ -286,11 +287,9 @@ def _side_work(party: str, probe: Round, clean: tuple[Round, ...], n_cores: int)
     return check, None, None
 
 
-def _user_excess(rounds: list[Round], without: list[Round]) -> float | None:
-    """The main thread's user time of `rounds` (their median) over the most of `without`'s; None where unread."""
-    if not rounds or not without or None in [r.main_user_ms for r in [*rounds, *without]]:
-        return None
-    return _median([r.main_user_ms for r in rounds]) - max(r.main_user_ms for r in without)
+def _minus(a: float | None, b: float | None) -> float | None:
+    """a - b; None where either is unknown."""
+    return a - b if a is not None and b is not None else None
 
 
 def _user_confirms(user: float | None, limit: float) -> bool:
