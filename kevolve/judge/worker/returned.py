@@ -21,9 +21,6 @@ class Returned:
     def track(self, name: str, slots: int) -> None:
         self.calls[name] = [None] * slots
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.calls
-
     def set(self, name: str, slot: int, result) -> None:
         self.calls[name][slot] = result
 
