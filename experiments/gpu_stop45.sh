@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Stop 45 on a GPU (repository root, after `source .devdeps/install.sh`). STAGES picks and orders:
+#   tests   the gpu tests not yet run with the strict confinement (issue 50, item 3): tests/search/test_profile.py,
+#           tests/task/test_filters.py, and rmsnorm_fwd's torch-ABI seed (TESTS_S seconds);
+#   clock   the per-size table of every norm and cross-entropy best/ kernel on bench: the judge's graph clock and
+#           triton's do_bench as a second clock (experiments/bench_clock.py; CLOCK_S seconds);
+#   domain  every task's CUDA seeds and best/ kernels judged with drawn configurations, and the hostile kernels
+#           of issue 46's CUDA twins (DOMAIN_S seconds; needs the domain code).
+# $OUT gets one log per stage and summary.txt (printed last).
+set -o pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}; export PATH=$PATH:$CUDA_HOME/bin TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+out=${OUT:-/tmp/kevolve-out}; mkdir -p "$out"; summary="$out/summary.txt"
+say() { echo "$*" | tee -a "$summary"; }
+t0=$(date +%s)
+pytest_tail() {
+  say "$2: exit $3 after $(( $(date +%s) - t0 )) s: $(grep -E '(passed|failed|error)' "$1" | tail -1)"
+  grep -E "^(FAILED|ERROR)" "$1" | cut -c1-400 | tee -a "$summary"
+}
+say "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1)"
+for stage in ${STAGES:-tests clock}; do
+  case $stage in
+  tests)
+    timeout ${TESTS_S:-240} python3 -m pytest -v -m gpu -rA -p no:cacheprovider --durations=10 \
+      tests/search/test_profile.py tests/task/test_filters.py \
+      "tests/judge/test_gpu.py::test_torch_abi_seed_is_correct_on_every_timed_call[rmsnorm_fwd]" \
+      > "$out/tests.txt" 2>&1
+    pytest_tail "$out/tests.txt" tests $? ;;
+  clock)
+    timeout ${CLOCK_S:-300} python3 experiments/bench_clock.py --task ${CLOCK_TASKS:-layernorm_fwd layernorm_bwd rmsnorm_fwd rmsnorm_bwd cross_entropy_fwd cross_entropy_bwd} \
+      --kernel 'tasks/{task}/best/cuda.cu' --shapes bench --samples ${SAMPLES:-15} --out "$out/clock.txt" > "$out/clock.log" 2>&1
+    say "clock: exit $? after $(( $(date +%s) - t0 )) s"; grep -E "^##|geomean" "$out/clock.txt" | cut -c1-250 | tee -a "$summary" ;;
+  domain)
+    timeout ${DOMAIN_S:-400} python3 experiments/domain_check.py --target cuda --out "$out/domain.txt" > "$out/domain.log" 2>&1
+    say "domain: exit $? after $(( $(date +%s) - t0 )) s"; tail -40 "$out/domain.txt" | cut -c1-250 | tee -a "$summary" ;;
+  esac
+done
