@@ -31,7 +31,12 @@ for stage in ${STAGES:-tests clock}; do
       --kernel 'tasks/{task}/best/cuda.cu' --shapes bench --samples ${SAMPLES:-15} --out "$out/clock.txt" > "$out/clock.log" 2>&1
     say "clock: exit $? after $(( $(date +%s) - t0 )) s"; grep -E "^##|geomean" "$out/clock.txt" | cut -c1-250 | tee -a "$summary" ;;
   domain)
-    timeout ${DOMAIN_S:-400} python3 experiments/domain_check.py --target cuda --out "$out/domain.txt" > "$out/domain.log" 2>&1
-    say "domain: exit $? after $(( $(date +%s) - t0 )) s"; tail -40 "$out/domain.txt" | cut -c1-250 | tee -a "$summary" ;;
+    timeout ${CORNERS_S:-150} python3 -m kevolve.tasks check --shapes domain --device cuda --filters eager -v \
+      > "$out/corners.txt" 2>&1
+    say "corners (eager torch at each domain's corners, cuda): exit $? after $(( $(date +%s) - t0 )) s"
+    grep -E "FAIL" "$out/corners.txt" | cut -c1-300 | tee -a "$summary"
+    timeout ${DOMAIN_S:-400} python3 experiments/domain_check.py --target cuda --jobs ${JOBS:-3} --count ${COUNT:-40} \
+      --out "$out/domain.txt" > "$out/domain.log" 2>&1
+    say "domain: exit $? after $(( $(date +%s) - t0 )) s"; cut -c1-260 "$out/domain.txt" | tee -a "$summary" ;;
   esac
 done

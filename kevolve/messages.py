@@ -164,6 +164,8 @@ class Best:
     speedup_ci: tuple[float, float] | None = None   # 95% bootstrap interval of `speedup`
     ties: tuple[str, ...] = ()       # candidates that timed paired with it were indistinguishable from it
     comparisons: int = 0             # paired comparisons the run made before replacing (or keeping) its best
+    release: str = ""                # the release check's line: on which domain and how many configurations it
+                                     # was proven correct ("" when the run made none: search.release=0)
 
 
 @dataclass(frozen=True)
@@ -191,11 +193,14 @@ class RunSummary:
     gpu_seconds_saved: float = 0.0   # rejections dropped before building × mean judgement seconds
     suspected_judge_bugs: tuple[str, ...] = ()   # red-team candidates the judge accepted (saved under the run dir)
     unfinished: tuple[str, ...] = ()  # judgements the budget cut off: how long each ran, in which phase
+    not_released: tuple[str, ...] = ()   # with search.release, when no candidate passed it: each one tried, and why
+                                         # (`best` is then None: the run names no kernel)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["suspected_judge_bugs"] = list(d["suspected_judge_bugs"])
         d["unfinished"] = list(d["unfinished"])
+        d["not_released"] = list(d["not_released"])
         if d["best"] is not None:
             d["best"]["not_confirmed"] = list(d["best"]["not_confirmed"])
             d["best"]["ties"] = list(d["best"]["ties"])

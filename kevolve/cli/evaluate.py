@@ -9,8 +9,12 @@ judge/evaluator/fused.py);
 timing effort per target: on cuda (`EFFORT`) 100 calls per contender and configuration, every (shape, init)
 timed; on cpu the search's defaults (kevolve.config.schema: 50 calls, one init per shape timed; every configuration
 is still checked for correctness) — one CPU seed on `small` in about a minute on 2 cores. `time_inits=all reps=100`
-restores the rest. strict_cuda=false judges a CUDA kernel with its driver started before the confinement, host
-threads allowed after the seal and a refused attempt only noted (docs/guarantees.md). Each key=value is a field
+restores the rest. `domain=off` checks the shape set's configurations alone (by default every judgement also
+checks a few drawn from the task's domain: docs/tasks.md); `release=N` then checks a correct kernel on N
+configurations swept over the domain in a fresh worker, as a search does before it names its best (exit 1 when
+one fails, the smallest failing configuration named). strict_cuda=false judges a CUDA kernel with its driver
+started before the confinement, host threads allowed after the seal and a refused attempt only noted
+(docs/guarantees.md). Each key=value is a field
 of the search's typed schema (`FIELDS`): a bad value is refused with the field's own message (exit 2), as
 `python -m kevolve` refuses it.
 """
@@ -22,9 +26,10 @@ from pathlib import Path
 
 USAGE = ("usage: python -m kevolve.evaluate task=NAME kernel=PATH [target=cpu|cuda] [abi=c|torch] "
          "[shapes=small|bench] [timeout=SECONDS] [reps=N] [calls=N] [baselines=eager,compile,compile-max-autotune] "
-         "[compiled_checks=auto|on|off] [time_inits=all|first] [cpu_flush=lines|llc] [strict_cuda=true|false]")
+         "[compiled_checks=auto|on|off] [time_inits=all|first] [cpu_flush=lines|llc] [strict_cuda=true|false] "
+         "[domain=draw|off] [release=N]")
 KEYS = {"task", "kernel", "target", "abi", "shapes", "timeout", "reps", "baselines", "budget", "calls",
-        "compiled_checks", "time_inits", "cpu_flush", "strict_cuda"}
+        "compiled_checks", "time_inits", "cpu_flush", "strict_cuda", "domain", "release"}
 EFFORT = {"cuda": dict(reps=100, budget=0.5, time_inits="all")}   # on cuda, unless told; cpu: the schema's defaults
 
 
@@ -51,7 +56,8 @@ def parse(argv: list[str]) -> dict[str, str]:
 FIELDS = {"task": "task.name", "shapes": "task.shapes", "target": "resources.target", "timeout": "search.timeout_s",
           "reps": "search.reps", "budget": "search.budget_s", "baselines": "search.baselines",
           "time_inits": "search.time_inits", "compiled_checks": "resources.compiled_checks",
-          "cpu_flush": "resources.cpu_flush", "strict_cuda": "resources.strict_cuda"}
+          "cpu_flush": "resources.cpu_flush", "strict_cuda": "resources.strict_cuda", "domain": "search.domain",
+          "release": "search.release"}
 
 
 def config_from(args: dict[str, str], target: str):
@@ -96,7 +102,7 @@ def options_from(args: dict[str, str], task):
             raise UsageError(f"calls must be at least 1, not {calls['calls']}")
     return Options(target=target, abi=abi, shapes=shapes, timeout=s.timeout_s, baselines=tuple(s.baselines),
                    reps=s.reps, budget_s=s.budget_s, time_inits=s.time_inits, compiled_checks=r.compiled_checks,
-                   cpu_flush=r.cpu_flush, strict_cuda=r.strict_cuda, **calls)
+                   cpu_flush=r.cpu_flush, strict_cuda=r.strict_cuda, domain=s.domain, **calls)
 
 
 def _default_target() -> str:
@@ -126,8 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     from kevolve.report.tables import evaluation_report
     ev = evaluate(task, path.read_text(), options)
     print(evaluation_report(ev))
-    print(json.dumps(ev.summary()))
-    return 0 if ev.correct else 1
+    summary = ev.summary()
+    if ev.correct and int(args.get("release") or 0) > 0:      # the release check, as a search runs it at its end
+        from kevolve.judge.build import build
+        from kevolve.judge.evaluator.harness import release
+        built = build(path.read_text(), options.target, options.abi)
+        checked = release(task, built.lib_path, options, int(args["release"]), module=built.module_name)
+        print(checked.line())
+        summary["release"] = {"passed": checked.passed, "checked": checked.checked, "failure": checked.failure,
+                              "proven": checked.proven, "seconds": checked.seconds}
+        ev = ev if checked.passed else None
+    print(json.dumps(summary))
+    return 0 if ev is not None and ev.correct else 1
 
 
 def _has_nvcc() -> bool:

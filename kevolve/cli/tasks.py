@@ -4,8 +4,11 @@ test, new ones, the best kernel each has so far, and the tools that judge and ta
   list                       every task of tasks/: direction, sizes, shape sets (configurations, held out, inits,
                              seeds), the memory floor (and the FLOP floor where floor_flops is set) over the bench
                              set, seed kernels per target, best kernels per target (with their recorded speedup).
-  check [NAME|PATH …]        runs the task filters (`kevolve.task.filters`) and prints task × filter, pass or FAIL,
-      [--shapes small|bench]   then why each FAIL failed (`-v`: every filter's detail). Default: every task of
+  check [NAME|PATH …]        loads each task (its domain checked: every fixed configuration inside it), runs the task
+      [--shapes small|bench|domain[:N]]  filters (`kevolve.task.filters`; `domain`: at the domain's corners, where
+                               torch itself must meet the tolerance; `domain:N` a sweep of N configurations of
+                               it) and prints task × filter, pass or FAIL,
+                               then why each FAIL failed (`-v`: every filter's detail). Default: every task of
       [--device cpu|cuda]      tasks/, on the CPU's `small` set (cuda: `bench`). Exit 1 when a task fails a filter.
       [--filters a,b] [--variants N] [--max-shapes K]
   import PATH … [--out DIR]  imports KernelBench problem files as task folders (`kevolve.task.kernelbench`);
@@ -53,7 +56,9 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="every task with its sizes, shape sets, floors and seeds")
     c = sub.add_parser("check", help="run the task filters")
     c.add_argument("tasks", nargs="*", metavar="NAME|PATH", help="default: every task of tasks/")
-    c.add_argument("--shapes", default=None, help="shape set (default: small on cpu, bench on cuda)")
+    c.add_argument("--shapes", default=None, help="shape set (default: small on cpu, bench on cuda); `domain`: "
+                   "the corners of the task's domain on the device (where torch itself must meet the tolerance); "
+                   "`domain:N`: a sweep of N configurations of it")
     c.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     c.add_argument("--filters", default=",".join(FILTERS), help=f"comma-separated subset of {','.join(FILTERS)}")
     c.add_argument("--variants", type=int, default=VARIANTS, help="input variants per configuration (>= 2)")
@@ -160,8 +165,9 @@ def check_command(args) -> int:
         if args.variants < 2 or (args.max_shapes is not None and args.max_shapes < 1):
             raise ValueError("--variants must be at least 2 and --max-shapes at least 1")
         tasks = [load_task(n) for n in (args.tasks or list_tasks())]
-        for t in tasks:
-            t.configs(shapes)
+        for t in tasks:                           # (a task that loads has a domain its shape sets lie in)
+            if not filters.is_domain(shapes):
+                t.configs(shapes)
         if args.device == "cuda":
             _need_cuda()
     except (TaskError, ValueError) as e:

@@ -13,7 +13,9 @@ a variable set later (a test's monkeypatch, a worker's own environment) is seen.
 - KEVOLVE_TRACE:              any value: each judging phase prints a line to stderr as it ends;
 - KEVOLVE_GPU_LOCKS:          the folder of the per-GPU lock files (else <tmp>/kevolve-gpu-locks);
 - KEVOLVE_BASELINE_CACHE:     0 | false | no | off turns the shared torch.compile cache of baselines off;
-- KEVOLVE_BASELINE_CACHE_GB:  what that cache may hold before it is dropped (2).
+- KEVOLVE_BASELINE_CACHE_GB:  what that cache may hold before it is dropped (2);
+- KEVOLVE_DOMAIN_SALT:        an integer: fixes the configurations a judgement draws from the domain (to reproduce
+                              a verdict; `kevolve.judge.evaluator.drawn`).
 KEVOLVE_PIDNS and KEVOLVE_PIDNS_PARENT are no settings: the evaluator and the worker's relay speak through them
 (`kevolve.judge.worker.pidns`, which imports nothing of kevolve before the namespace is made).
 """
@@ -66,3 +68,13 @@ def baseline_cache_on() -> bool:
 
 def baseline_cache_bytes() -> float:
     return float(_get("KEVOLVE_BASELINE_CACHE_GB") or 2) * (1 << 30)
+
+
+def domain_salt() -> int | None:
+    value = _get("KEVOLVE_DOMAIN_SALT")
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"KEVOLVE_DOMAIN_SALT={value!r}: give an integer, or unset it") from None

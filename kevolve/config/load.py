@@ -58,6 +58,8 @@ def validate(c: Config) -> None:
     need(s.dollars is None or s.dollars >= 0, "search.dollars", s.dollars, "null or a number >= 0")
     need(s.in_flight is None or s.in_flight >= 1, "search.in_flight", s.in_flight, "null or an integer >= 1")
     need(s.time_inits in ("first", "all"), "search.time_inits", s.time_inits, "first or all")
+    need(s.domain in ("draw", "off"), "search.domain", s.domain, "draw or off")
+    need(s.release >= 0, "search.release", s.release, "an integer >= 0 (0: no release check)")
     need(set(s.baselines) <= set(BASELINES), "search.baselines", list(s.baselines),
          "a subset of [eager, compile, compile-max-autotune]")
     need(0.0 <= s.compare_share <= 1.0, "search.compare_share", s.compare_share, "a share between 0 and 1")

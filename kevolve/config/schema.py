@@ -166,6 +166,12 @@ class SearchConfig:
     baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])
     baseline_refresh_s: Optional[float] = None  # evaluators re-time baselines after this long (0: with every
                                          # candidate); None: 300 (the best is chosen by paired timings)
+    domain: str = "draw"                 # draw: every judgement also checks a few configurations drawn from the
+                                         # task's domain with a secret salt (judge/evaluator/drawn.py) | off: the
+                                         # shape set's configurations alone
+    release: int = 200                   # before a run names its best: that kernel checked on this many
+                                         # configurations swept over the domain in a fresh worker, a failure shrunk
+                                         # and the next candidate taken (search/release.py); 0: no release check
     compare_share: float = 0.25          # paired comparisons of challengers with the best take at most this share
                                          # of the evaluators' time (the fittest left is compared at the finish)
 

@@ -38,6 +38,8 @@ class Options:
                                    # threads refused after the seal, a refused attempt a rejection; false: the driver
                                    # started before the confinement, threads allowed, attempts noted in the log only
                                    # (docs/guarantees.md). The CPU target always has it all
+    domain: str = "draw"           # draw: every judgement also checks configurations drawn from the task's domain
+                                   # (judge/evaluator/drawn.py) | off: the shape set's alone (tools that time only)
     cpu_flush: str = "lines"       # how a timed CPU call is made cold (judge/worker/timing.py CpuClock): lines (its own
                                    # buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten, the old way)
 

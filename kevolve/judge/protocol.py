@@ -229,11 +229,14 @@ class LoadOther(Command):
 
 @dataclass(frozen=True)
 class Check(Command):
+    """One correctness call on configuration `config`; `case` (a configuration drawn from the domain,
+    `task.draw.as_message`) is sent with its first call, never before: the worker knows it as `config` from then."""
     name: ClassVar[str] = "check"
     reply: ClassVar[type[Reply]] = Checked
     config: int
     variant: int
     new_buffers: bool
+    case: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -357,7 +360,7 @@ def _build(kind: type, obj: dict, strict: bool):
         value = obj[f.name]
         if not _valid(value, hints[f.name]):
             raise ProtocolError(f"{kind.__name__}.{f.name}: {type(value).__name__} is not {hints[f.name]}")
-        args[f.name] = tuple(value) if _origin(hints[f.name]) is tuple and isinstance(value, list) else value
+        args[f.name] = tuple(value) if typing.get_origin(hints[f.name]) is tuple and isinstance(value, list) else value
     return kind(**args)
 
 
@@ -366,12 +369,8 @@ _HINTS: dict[type, dict] = {}
 
 def _hints(kind: type) -> dict:
     if kind not in _HINTS:
-        _HINTS[kind] = {k: v for k, v in typing.get_type_hints(kind).items() if _origin(v) is not ClassVar}
+        _HINTS[kind] = {k: v for k, v in typing.get_type_hints(kind).items() if typing.get_origin(v) is not ClassVar}
     return _HINTS[kind]
-
-
-def _origin(hint):
-    return typing.get_origin(hint)
 
 
 def _valid(value, hint) -> bool:

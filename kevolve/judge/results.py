@@ -98,6 +98,7 @@ class Evaluation:
     # 95% bootstrap interval of `speedup` over the timed samples (judge.evaluator.noise)
     speedup_ci: tuple | None = None
     work: dict = field(default_factory=dict, compare=False)  # the worker's counts: timed_calls, flushed_bytes
+    drawn: tuple[Measurement, ...] = ()   # configurations drawn from the task's domain: checked, never timed
 
     def _geo(self, fn) -> float | None:
         vals = [fn(m) for m in self.measurements if m.kernel is not None]
@@ -133,7 +134,7 @@ class Evaluation:
                 "speedup_compile": self.speedup_compile, "floor_fraction": self.floor_fraction,
                 "speedup_ci": list(self.speedup_ci) if self.speedup_ci else None,
                 "launch_bound": sum(m.launch_bound for m in self.measurements),
-                "configs": len(self.measurements), "device": self.device,
+                "configs": len(self.measurements), "drawn": len(self.drawn), "device": self.device,
                 "build_seconds": round(self.build_seconds, 3), "eval_seconds": round(self.eval_seconds, 3),
                 "phases": {k: round(v, 3) for k, v in self.phases.items()}, "work": dict(self.work)}
 
@@ -143,15 +144,37 @@ class Evaluation:
     @staticmethod
     def from_json(text: str) -> "Evaluation":
         d = json.loads(text)
-        ms = []
-        for m in d.pop("measurements"):
+
+        def measurement(m: dict) -> Measurement:
             for k in ("kernel", "eager", "compile", "autotune"):
                 m[k] = Stats(**m[k]) if m.get(k) else None
             m["latency"] = {k: Stats(**v) for k, v in m.get("latency", {}).items()}
-            ms.append(Measurement(**m))
+            return Measurement(**m)
         if d.get("speedup_ci"):
             d["speedup_ci"] = tuple(d["speedup_ci"])
-        return Evaluation(measurements=tuple(ms), **d)
+        return Evaluation(measurements=tuple(measurement(m) for m in d.pop("measurements")),
+                          drawn=tuple(measurement(m) for m in d.pop("drawn", [])), **d)
+
+
+@dataclass(frozen=True)
+class Release:
+    """A kernel checked over a sweep of its task's domain in a fresh worker before it is released
+    (`harness.release`): `checked` configurations passed of `planned`; `failure` names the smallest failing
+    configuration found (shrunk); `proven` says on which domain and target."""
+    task: str
+    target: str
+    passed: bool
+    planned: int
+    checked: int
+    proven: str
+    failure: str | None = None
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """One line for a console or a report."""
+        if self.passed:
+            return f"release check: correct on {self.checked} configurations swept over the domain ({self.proven})"
+        return f"release check FAILED after {self.checked} of {self.planned} configurations: {self.failure}"
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,19 @@ class Confirm(Event):
 
 
 @dataclass(frozen=True)
+class Release(Event):
+    """The release check of a candidate the run was about to name its best (`harness.release`)."""
+    KIND: ClassVar[str] = "release"
+    id: str = ""
+    passed: bool = False
+    planned: int = 0
+    checked: int = 0
+    proven: str = ""
+    failure: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class Profile(Event):
     KIND: ClassVar[str] = "profile"
     id: str = ""
@@ -163,7 +176,7 @@ class Progress(Event):
 
 
 EVENTS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
-    Resume, Stop, Retry, MutationFailed, SuspectedJudgeBug, Champion, Compare, Confirm, Profile, CutOff,
+    Resume, Stop, Retry, MutationFailed, SuspectedJudgeBug, Champion, Compare, Confirm, Release, Profile, CutOff,
     UnrecordedSpend, Tracker, TrackerFailed, Finish, Plan, Pacing, Progress)}
 _OPEN = ("data",)                       # the field of an open event, stored flat
 

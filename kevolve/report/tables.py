@@ -119,11 +119,16 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
                   + (f" [{best.speedup_ci[0]:.2f}, {best.speedup_ci[1]:.2f}] (95%)" if best.speedup_ci else "")
                   + f" over the faster torch baseline (eager {_x(best.speedup_eager)}, "
                   f"compile {_x(best.speedup_compile)})"]
+        if best.release:
+            lines.append(best.release)
         if best.ties:
             lines.append(f"indistinguishable from it when timed paired ({best.comparisons} comparisons in all): "
                          + ", ".join(best.ties))
         if best.not_confirmed and best.confirmed:
             lines.append("better candidates failed when judged again: " + "; ".join(best.not_confirmed)[:600])
+    elif summary.not_released:
+        lines.append("no kernel was released: every candidate tried failed the release check or its confirmation: "
+                     + "; ".join(summary.not_released)[:1200])
     else:
         lines.append("no correct kernel was found"
                      + (" (no judgement finished before the budget ended)" if not summary.candidates else ""))

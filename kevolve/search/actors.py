@@ -39,10 +39,10 @@ import ray
 
 from kevolve.judge import build as builder
 from kevolve.judge.static import rules
-from kevolve.judge.evaluator.harness import compare, judge
+from kevolve.judge.evaluator.harness import compare, judge, release
 from kevolve.judge.options import Options
 from kevolve.judge.build import Build
-from kevolve.judge.results import Comparison, Evaluation
+from kevolve.judge.results import Comparison, Evaluation, Release
 from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.llm import LLMConfig, LLMConfigError, make_provider
 from kevolve.llm.cache import Cache
@@ -180,6 +180,12 @@ class Evaluator:
         ev = judge(self.task, str(path), self.options, module=module, reuse=self.reuse,
                    fresh_baselines=fresh_baselines)
         return dataclasses.replace(ev, eval_seconds=time.perf_counter() - start)
+
+    def release(self, key: str, lib: bytes, module: str | None, count: int) -> Release:
+        """The release check (`harness.release`): the library checked on `count` configurations swept over the
+        task's domain, in a fresh worker."""
+        path = builder.install(key, lib, self.cache_dir)
+        return release(self.task, str(path), self.options, count, module=module)
 
     def compare(self, a: Build, lib_a: bytes, b: Build, lib_b: bytes) -> Comparison:
         """Kernels a and b (Builds and bytes, resolved by Ray from the driver's refs) timed paired and

@@ -15,7 +15,7 @@ from pathlib import Path
 import ray
 
 from kevolve.judge.build import SUFFIX
-from kevolve.judge.results import Evaluation
+from kevolve.judge.results import Evaluation, Release
 from kevolve.messages import Best, Candidate, RunSummary
 from kevolve.search.contest import Contest
 from kevolve.search.jobs import Tally
@@ -45,6 +45,7 @@ class Finish:
         self.contest, self.pool, self.tracker = contest, pool, tracker
         self.confirmed: tuple[Candidate, Evaluation] | None = None   # the best, judged again, baselines interleaved
         self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
+        self.released: tuple[str, Release] | None = None   # (candidate id, its release check) that passed
         self.last_progress = 0.0
 
     @property
@@ -54,17 +55,27 @@ class Finish:
     def write_best(self, c: Candidate) -> None:
         self.best_path.write_text(c.source)
 
-    def confirm(self, advance, line, tries: int = 3) -> None:
+    def confirm(self, advance, line, tries: int = 5) -> None:
         """Judges the best candidate once more, its baselines timed afresh (before it loads, and interleaved) as
         `python -m kevolve.evaluate` does: the search ranks with baseline times up to `search.baseline_refresh_s`
         old, and the numbers it reports come from this judgement. A best that is not correct again (a race, say)
-        is recorded as such and the next best is tried, `tries` in all. First the fittest challenger still
+        is recorded as such and the next best is tried, `tries` in all; so is one that fails the release check
+        (`search.release` configurations swept over the task's domain in a fresh worker, `harness.release`), which
+        a best must pass before the run names it. First the fittest challenger still
         waiting is compared with the champion once (`advance`: the driver's handling of that result), so the
         best is decided on paired evidence. `line`: the progress line, shown with a note."""
         self.tally.searched = time.perf_counter() - self.tally.start
         self.contest.finishing = True
         champion = self.contest.champion
-        if not champion.paired or champion.current is None:
+        if champion.current is None:
+            return
+        if not champion.paired:                   # no confirmation judgement; the release check still stands
+            if self.plan.release:
+                c = champion.current.candidate
+                build_ref, lib = self.contest.pipeline.build(c.source)
+                b = ray.get(build_ref)
+                if b.ok:
+                    self.release(c, b, lib, line)
             return
         ref = self.contest.challenge(finishing=True)
         if ref is not None:
@@ -83,11 +94,28 @@ class Finish:
             self.store.log_event(events.Confirm(id=c.id, correct=ev.correct, failure=ev.failure,
                                                 seconds=round(ev.eval_seconds, 1), evaluation=ev.to_json()))
             lost = lost_baselines(self.store.get(c.id).evaluation, ev) if ev.correct else None
+            if ev.correct and not lost and self.plan.release and not self.release(c, b, lib, line):
+                continue
             if ev.correct and not lost:
                 self.confirmed = (c, ev)
                 self.write_best(c)
                 return
             self.not_confirmed.append(f"{c.id}: {lost or ev.failure}")
+
+    def release(self, c: Candidate, b, lib, line) -> bool:
+        """The release check of `c` (built as `b`, its library `lib`): recorded, said on the console; False (and
+        why, in `not_confirmed`) when a configuration of the domain fails."""
+        line(force=True, note=f"release check of {c.id}: {self.plan.release} configurations of the domain")
+        checked = self.pool.release(b, lib, self.plan.release)
+        self.store.log_event(events.Release(id=c.id, passed=checked.passed, planned=checked.planned,
+                                            checked=checked.checked, proven=checked.proven,
+                                            failure=checked.failure, seconds=checked.seconds))
+        print(f"{c.id}: {checked.line()}", file=sys.stderr, flush=True)
+        if not checked.passed:
+            self.not_confirmed.append(f"{c.id}: failed the release check: {checked.failure}")
+            return False
+        self.released = (c.id, checked)
+        return True
 
     def progress(self, population, pipeline, pacer, spend, force: bool = False, note: str = "") -> None:
         """The progress line on stderr (every second on a terminal, every 15 s in a log), and the population's
@@ -119,6 +147,11 @@ class Finish:
         champion = self.contest.champion
         best, ev = self.confirmed or ((champion.current.candidate, champion.current.evaluation)
                                       if champion.current is not None else (None, None))
+        not_released: tuple[str, ...] = ()
+        if self.plan.release and best is not None and (self.released is None or self.released[0] != best.id):
+            not_released = tuple(self.not_confirmed) or (f"{best.id}: not checked (no release check ran)",)
+            best, ev = None, None              # no kernel is named unless it passed the release check
+            self.best_path.unlink(missing_ok=True)
         verifiers, saved = verification.summary(t.busy_seconds / t.evaluated if t.evaluated else 0.0)
         n = len(self.pool)
         summary = RunSummary(
@@ -133,9 +166,11 @@ class Finish:
                 id=best.id, kernel=str(self.best_path), operator=best.operator, speedup=ev.speedup,
                 speedup_eager=ev.speedup_eager, speedup_compile=ev.speedup_compile, floor_fraction=ev.floor_fraction,
                 confirmed=self.confirmed is not None, not_confirmed=tuple(self.not_confirmed),
-                speedup_ci=ev.speedup_ci, ties=tuple(champion.ties), comparisons=champion.comparisons),
+                speedup_ci=ev.speedup_ci, ties=tuple(champion.ties), comparisons=champion.comparisons,
+                release=self.released[1].line() if self.released is not None else ""),
             spend_usd=round(spend.spent, 6), llm_calls=spend.calls, verifiers=verifiers,
-            gpu_seconds_saved=saved, suspected_judge_bugs=tuple(suspects), unfinished=tuple(t.unfinished))
+            gpu_seconds_saved=saved, suspected_judge_bugs=tuple(suspects), unfinished=tuple(t.unfinished),
+            not_released=not_released)
         self.tracker.finish(summary.as_dict())
         return summary
 

@@ -74,6 +74,8 @@ class Plan:
                                          # label is the candidate's meta "file" (`cpu.cpp`, `best/cpu.cpp`)
     mode: str = "evolve"                 # evolve | best_of_n (parents are the seeds only: `seeds_only`)
     seeds_only: bool = False
+    release: int = 0                     # the best checked on this many configurations of the domain before it is
+                                         # named (search.release; search/finish.py)
 
     @property
     def llm_operators(self) -> tuple[str, ...]:
@@ -168,7 +170,7 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
     options = Options(target=target, abi=ABI, shapes=shapes, timeout=s.timeout_s, baselines=tuple(s.baselines),
                       reps=s.reps, budget_s=s.budget_s, time_inits=s.time_inits, threads=r.worker_threads,
                       exchange=r.exchange, cache_dir=r.cache_dir, compiled_checks=r.compiled_checks,
-                      cpu_flush=r.cpu_flush, strict_cuda=r.strict_cuda)
+                      cpu_flush=r.cpu_flush, strict_cuda=r.strict_cuda, domain=s.domain)
     return Plan(task=task.ref, target=target, shapes=shapes, options=options, evaluators=evaluators,
                 evaluator_placement=placement, builders=builders, builder_resources=dict(r.builder_resources),
                 in_flight=s.in_flight or default_in_flight(target, evaluators, builders, llm_calls if llm_ops else 0),
@@ -183,4 +185,4 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 translations=s.translations if llm is not None and "translate" in chosen.operators else 0,
                 meta_children=s.meta_children, strategies_shown=chosen.strategies_shown, verifiers=chosen.verifiers,
                 profile=s.profile and target == "cuda" and llm is not None, seeds=seeds, mode=chosen.mode,
-                seeds_only=chosen.seeds_only)
+                seeds_only=chosen.seeds_only, release=s.release)

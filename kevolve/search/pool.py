@@ -74,6 +74,10 @@ class EvaluatorPool:
         """The confirmation's judgement, baselines timed afresh, on the first evaluator (waited for)."""
         return ray.get(self.evaluators[0].evaluate.remote(build.key, lib, build.module_name, True))
 
+    def release(self, build, lib, count: int):
+        """The release check of a build (`Evaluator.release`), on the first evaluator (waited for)."""
+        return ray.get(self.evaluators[0].release.remote(build.key, lib, build.module_name, count))
+
     def returned(self, evaluator: int, freed: bool = True) -> None:
         """A call to `evaluator` came back (`freed`: with a result, so it is idle from now if nothing else waits)."""
         self.load[evaluator] -= 1

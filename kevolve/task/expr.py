@@ -8,6 +8,7 @@ positive and finite (NaN when none is).
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 
@@ -43,11 +44,16 @@ def eval_expr(expr: str | int, names: dict[str, int]) -> int:
             return _FUNCS[node.func.id](*[ev(a) for a in node.args])
         raise TaskError(f"expression {expr!r}: only integers, sizes, + - * // % ** and max/min/cdiv are allowed")
 
+    return int(ev(_parsed(str(expr))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(expr: str) -> ast.Expression:
+    """An expression's tree, parsed once (drawing configurations evaluates the same few many times)."""
     try:
-        tree = ast.parse(str(expr), mode="eval")
+        return ast.parse(expr, mode="eval")
     except SyntaxError as e:
         raise TaskError(f"expression {expr!r} does not parse: {e.msg}") from None
-    return int(ev(tree))
 
 
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,

@@ -39,10 +39,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from kevolve.task import draw
 from kevolve.task.precision import strict_float32
 from kevolve.task.spec import Case, Task
 from kevolve.task.unused import unused_inputs
 
+DOMAIN = "domain"      # shapes `domain`: the domain's corners on the device (`task.draw.corners`); `domain:N` adds
+                       # a sweep of N configurations (`task.draw.sweep`, seeded by N: the same ones each time)
+
+
+def is_domain(shapes: str) -> bool:
+    return shapes == DOMAIN or shapes.startswith(DOMAIN + ":")
+
+
+def domain_cases(task: Task, shapes: str, device: str) -> tuple[Case, ...]:
+    """The configurations `domain` or `domain:N` names (see DOMAIN)."""
+    import random
+    count = int(shapes.split(":")[1]) if ":" in shapes else 0
+    return draw.sweep(task, device, random.Random(count), count) if count else draw.corners(task, device)
 FILTERS = ("output_std", "output_range", "output_axes", "input_impact", "init_impact", "eager", "compile")
 VARIANTS = 3
 
@@ -60,7 +74,7 @@ class Runs:
 
     def __init__(self, task: Task, shapes: str, device: str, variants: int, max_shapes: int | None):
         self.task, self.device, self.variants = task, device, variants
-        configs = task.configs(shapes)
+        configs = domain_cases(task, shapes, device) if is_domain(shapes) else task.configs(shapes)
         first = configs[0].seed
         self.cases = [c for c in configs if c.seed == first]
         if max_shapes is not None:                       # the cheapest shapes, by their memory floor

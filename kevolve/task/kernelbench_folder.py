@@ -46,6 +46,7 @@ def task_yaml(imp: Imported, atol: float, rtol: float) -> str:
         "scalars": [{"name": n, "type": "float", "value": v} for n, v in imp.scalars.items()],
         "inits": ["torch"], "workspace_bytes": 0, "floor_bytes": floor,
         "tolerance": {"atol": atol, "rtol": rtol},
+        "domain": domain(imp),
         "shapes": {k: {"configs": [{**sizes, "label": label} for sizes, label, held in cs if not held],
                        "heldout": [{**sizes, "label": label} for sizes, label, held in cs if held],
                        "inits": ["torch"], "seeds": [0] if k == "bench" else [0, 1]}
@@ -55,6 +56,32 @@ def task_yaml(imp: Imported, atol: float, rtol: float) -> str:
             "(kevolve/task/kernelbench.py).\n# Re-import it rather than edit this file. bench: the file's constants; "
             "small: scaled for a CPU; held out: odd sizes.\n")
     return head + yaml.safe_dump(raw, sort_keys=False, default_flow_style=None, width=110)
+
+
+def domain(imp: Imported) -> dict:
+    """An imported task's domain: its listed configurations and no others (a problem file fixes its sizes, and a
+    derived size follows the others in ways the importer only observed), each size's values and one condition
+    naming the combinations; its float constants fixed; the CPU's budget the small set's largest configuration,
+    CUDA's every set's. Widen it by hand where the problem allows (and `python -m kevolve.tasks check --shapes
+    domain` it)."""
+    from kevolve.task.expr import eval_expr
+    points = [sizes for cs in imp.shape_sets.values() for sizes, _, _ in cs]
+
+    def nbytes(sizes: dict) -> int:
+        total = 0
+        for _, shape, dtype in imp.inputs + imp.outputs:
+            n = 1
+            for e in shape:
+                n *= eval_expr(e, sizes)
+            total += n * ELEMENT_BYTES[dtype]
+        return total
+    cpu = max(nbytes(s) for s, _, _ in imp.shape_sets.get("small", [])) if imp.shape_sets.get("small") else 1 << 20
+    cuda = max(nbytes(s) for s in points)
+    either = sorted({" and ".join(f"{k} == {v}" for k, v in p.items()) for p in points})
+    return {"sizes": {n: {"values": sorted({p[n] for p in points})} for n in imp.sizes},
+            "scalars": {n: {"min": v, "max": v} for n, v in imp.scalars.items()},
+            "where": [" or ".join(f"({e})" for e in either)] if len(imp.sizes) > 1 else [],
+            "max_bytes": {"cpu": max(cpu, 1 << 20), "cuda": max(cuda, cpu, 1 << 20)}}
 
 
 def reference_py(imp: Imported) -> str:

@@ -17,6 +17,7 @@ import yaml
 
 from kevolve.config import tasks as shipped
 from kevolve.config.tasks import list_tasks
+from kevolve.task import domain as domains
 from kevolve.task import torch_call
 from kevolve.task.expr import TaskError
 from kevolve.task.inits import valid_init
@@ -84,7 +85,8 @@ def _parse(raw: dict, folder: Path) -> Task:
                 init_sets=init_sets, shape_sets=shape_sets, dir=folder, seeds=seeds,
                 reference=ref.reference, baseline=getattr(ref, "baseline", ref.reference),
                 torch_call=_torch_call(raw, inputs, outputs, scalars, sizes),
-                draw=getattr(ref, "draw_inputs", None))
+                draw=getattr(ref, "draw_inputs", None),
+                domain=domains.parse(raw.get("domain"), sizes, scalars, init_sets))
     if task.draw is None and any("drawn" in s.init.values() for s in inputs):
         raise TaskError("an input is initialised `drawn` but reference.py defines no "
                         "draw_inputs(seed, device, **sizes, **scalars)")
@@ -95,6 +97,7 @@ def _parse(raw: dict, folder: Path) -> Task:
             task.workspace(c.size_dict), task.floor(c.size_dict), task.flops(c.size_dict)
     if task.torch_call is not None:
         torch_call.check(task.torch_call, task)
+    domains.check_fixed(task)
     return task
 
 

@@ -43,6 +43,7 @@ from kevolve.task.expr import TaskError, eval_expr
 from kevolve.task import inits
 
 if TYPE_CHECKING:
+    from kevolve.task.domain import Domain
     from kevolve.task.torch_call import TorchCall
 
 TARGETS = ("cpu", "cuda")
@@ -85,6 +86,7 @@ class Case:
     scalars: tuple[tuple[str, float | int], ...] = ()
     custom: tuple[str, ...] = ()
     dims: tuple[tuple[str, tuple[int, ...]], ...] = ()   # the torch ABI's dims tuples this configuration sets
+    drawn: bool = False     # drawn from the domain (`kevolve.task.draw`), not listed in task.yaml
 
     @property
     def size_dict(self) -> dict[str, int]:
@@ -97,6 +99,8 @@ class Case:
     @property
     def shape_id(self) -> str:
         base = self.label or ",".join(f"{k}={v}" for k, v in self.sizes)
+        if self.drawn:
+            base = "drawn:" + base
         return base + "".join(f",{k}={show_scalar(v)}" for k, v in self.scalars if k in self.custom)
 
     @property
@@ -128,6 +132,7 @@ class Task:
     torch_call: "TorchCall | None" = None   # how the torch ABI calls the kernel (torch_call.py); None: as before
     draw: Callable[..., dict] | None = field(default=None, repr=False, compare=False)   # reference.draw_inputs
     best: tuple[str, ...] = ()           # targets with a best kernel in best/ (BEST_FILES), each with its .md
+    domain: "Domain | None" = None       # what every kernel must be correct on (`kevolve.task.domain`); set on load
 
     @property
     def ref(self) -> str:

@@ -26,6 +26,7 @@ inits: {inits}
 floor_bytes: "4 * (2 * B * N + N)"
 tolerance: {{atol: 1.0e-5, rtol: 1.0e-5}}
 {extra}
+domain: {{sizes: {{B: {{min: 1, max: 8}}, N: {{min: 1, max: 64}}}}, max_bytes: {{cpu: 1 MiB, cuda: 1 MiB}}}}
 shapes:
   small:
     configs: [{{B: 4, N: 33}}]

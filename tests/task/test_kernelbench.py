@@ -293,6 +293,7 @@ outputs:
   - {name: out, shape: [N]}
 floor_bytes: "8 * N"
 tolerance: {atol: 1.0e-5, rtol: 1.0e-5}
+domain: {sizes: {N: {min: 1, max: 64}}, max_bytes: {cpu: 1 MiB, cuda: 1 MiB}}
 shapes:
   small: {configs: [{N: 5}]}
 """

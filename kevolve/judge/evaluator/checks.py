@@ -26,6 +26,7 @@ from kevolve.judge.evaluator.phases import Phases
 from kevolve.judge.evaluator.process import WorkerDied, WorkerProcess
 from kevolve.judge.results import Measurement
 from kevolve.judge.evaluator.reuse import References
+from kevolve.task import draw
 from kevolve.task.spec import Case, Task
 
 
@@ -63,6 +64,9 @@ class Checker:
         def compute():
             drawn = inputs if inputs is not None else self.task.make_inputs(cfg, self.device, variant)
             return {n: fingerprint(t) for n, t in drawn.items()}, self.expected(cfg, drawn)
+        if cfg.drawn:                           # a configuration drawn for this judgement alone: not kept
+            with self.clock("reference"):
+                return compute()
         with self.clock("reference"):           # keyed by all that decides the inputs: task, configuration, variant
             return self.references.get((self.task.name, str(self.task.dir), self.device, cfg, variant), compute)
 
@@ -115,8 +119,8 @@ class Checker:
     def expected(self, cfg: Case, inputs: dict) -> tuple:
         """Per output, the float64 reference on `inputs` and where it is finite (None: everywhere): compiled
         where `fused` has it (after it agreed with this eager code on the configuration), else eager."""
-        with self.clock("expected"):
-            if self.fused is not None:
+        with self.clock("expected"):            # drawn configurations: eager (their shapes are seen once)
+            if self.fused is not None and not cfg.drawn:
                 got = self.fused.reference(cfg, inputs, lambda: self._expected(cfg, inputs))
                 if got is not None:
                     return got
@@ -145,7 +149,8 @@ class Checker:
             where, edge = f"call {k + 1}, {self._inputs(variant)}", EDGE_CALL if new_buffers else FIRST_CALLS
             try:
                 with self.clock("check", f"{cfg.id} call {k + 1}"):
-                    reply = worker.call(protocol.Check(index, variant, new_buffers), self.options.timeout)
+                    case = draw.as_message(cfg) if cfg.drawn and k == 0 else None   # sent with its first call
+                    reply = worker.call(protocol.Check(index, variant, new_buffers, case), self.options.timeout)
             except WorkerDied as e:    # a fault (on the CPU, past the edge call's page ends) or a hang: which call
                 raise WorkerDied(e.kind, f"{e.detail} ({where}){edge}") from None
             fail = lambda why: Measurement(cfg.id, cfg.shape_id, cfg.init, cfg.heldout, False,  # noqa: E731

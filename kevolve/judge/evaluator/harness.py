@@ -25,11 +25,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from kevolve.judge import build as builder
 from kevolve.judge import exchange, protocol
-from kevolve.judge.evaluator import gpu_lock, impossible, measure, precompile, startup, torch_baselines
+from kevolve.judge.evaluator import drawn, gpu_lock, impossible, measure, precompile, startup, torch_baselines
 from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.evaluator.judgement import Judgement
 from kevolve.judge.evaluator.compare import compare  # noqa: F401 (the judge's second entry point, imported from here)
@@ -38,7 +39,7 @@ from kevolve.judge.evaluator.process import WorkerDied, WorkerProcess
 from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.judge.evaluator.measure import noisy_bound  # noqa: F401 (tests and docs name it here)
 from kevolve.judge.options import Options, resolved
-from kevolve.judge.results import Evaluation
+from kevolve.judge.results import Evaluation, Release
 from kevolve.judge.static import rules, symbols
 from kevolve.progress import bar
 from kevolve.task.spec import Task
@@ -60,16 +61,17 @@ def evaluate(task: Task, source: str, options: Options) -> Evaluation:
 
 
 def judge(task: Task, lib_path: str, options: Options, module: str | None = None,
-          reuse: Reuse | None = None, fresh_baselines: bool = False) -> Evaluation:
+          reuse: Reuse | None = None, fresh_baselines: bool = False, sweep: tuple | None = None) -> Evaluation:
     """Runs a built library in a fresh worker: correctness on every configuration, then timing.
 
     `reuse` (an evaluator's, kept across its judgements) supplies a worker started in advance, cached
     float64 references and recently timed baselines; none of it is shared with, or reachable by, a kernel.
     `fresh_baselines` times the baselines (before the kernel loads, and interleaved with it) even when recent
-    times are known."""
+    times are known. `sweep`: configurations of the domain checked alone, in place of the shape set's (a release
+    check, `release.check`: correctness only)."""
     start = time.perf_counter()
     options = resolved(options)            # the node's own settings, read once for the whole judgement
-    configs = task.configs(options.shapes)
+    configs = task.configs(options.shapes) if sweep is None else ()
     base = dict(task=task.name, target=options.target, abi=options.abi, shapes=options.shapes, compiled=True)
     imports = symbols.check(lib_path, options.target) if options.abi == "c" else None
     if imports:                            # before any worker loads the library
@@ -80,7 +82,7 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
         worker = reuse.worker() if reuse else WorkerProcess(options)
         try:
             j = Judgement(task, lib_path, options, module, reuse, fresh_baselines, worker, files, start,
-                          tuple(configs), Phases())
+                          tuple(configs), Phases(), sweep)
             ev = _judge(j)
         except Exception as e:             # the evaluator's own work (references, comparisons) out of GPU memory
             if not _is_device_oom(e):
@@ -113,6 +115,21 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
         ev = Evaluation(**{**ev.__dict__, "correct": False, "stage": "confinement",
                            "failure": forbidden + (f"; and: {ev.failure}" if ev.failure else "")})
     return ev
+
+
+def release(task: Task, lib_path: str, options: Options, count: int, module: str | None = None,
+            salt: int | None = None) -> Release:
+    """The release check: the library checked for correctness alone, in a fresh worker, on `count` configurations
+    swept over the task's domain (`task.draw.sweep`: its corners under every init family, then draws of every kind;
+    `salt` seeds them, else `drawn.salt()`); a failure shrunk to the smallest failing configuration found."""
+    import random
+    from kevolve.task import draw
+    cases = draw.sweep(task, options.target, random.Random(drawn.salt() if salt is None else salt), count)
+    checking = replace(options, time_kernel=False, domain="off")
+    ev = judge(task, lib_path, checking, module=module, sweep=cases)
+    return Release(task=task.name, target=options.target, passed=ev.correct, planned=len(cases),
+                   checked=sum(m.correct for m in ev.drawn), proven=task.domain.describe(options.target),
+                   failure=ev.failure, seconds=round(ev.eval_seconds, 1))
 
 
 OOM_WAIT_S = 5.0
@@ -155,7 +172,7 @@ def _judge(j: Judgement) -> Evaluation:
     started and configured, the baselines compiled and timed alone, the seal and the kernel's load, every
     configuration checked, then the timing. Returns the verdict of the first step that fails, else the pass."""
     options, worker, clock, configs = j.options, j.worker, j.clock, j.configs
-    seen = {"device": "", "bandwidth": None, "measurements": [], "reused": False, "ci": None}
+    seen = {"device": "", "bandwidth": None, "measurements": [], "reused": False, "ci": None, "drawn": []}
     if j.reuse is not None:
         j.reuse.phases = clock             # what the evaluator's `status` reports while this runs
 
@@ -165,7 +182,7 @@ def _judge(j: Judgement) -> Evaluation:
                           eval_seconds=time.perf_counter() - j.start, device=seen["device"],
                           bandwidth_gbs=seen["bandwidth"], phases=clock.done(), work=dict(clock.work),
                           baselines_reused=seen["reused"], log=worker.stderr_text()[-4000:],
-                          speedup_ci=seen["ci"] if failure is None else None)
+                          speedup_ci=seen["ci"] if failure is None else None, drawn=tuple(seen["drawn"]))
     clock.gpu = gpu_lock.own(options)
     known = j.reuse.baselines if j.reuse and not j.fresh_baselines else None
     plan = torch_baselines.plan(configs, options, known)
@@ -208,6 +225,11 @@ def _judge(j: Judgement) -> Evaluation:
             seen["measurements"].append(m)
             if not m.correct:
                 return verdict("correctness", f"{cfg.id}: {m.failure}")
+        if options.domain == "draw" or j.drawn is not None:   # then configurations drawn from the domain
+            with clock("drawn"):
+                seen["drawn"], failure = drawn.check(j.task, options.target, worker, checker, len(configs), j.drawn)
+            if failure:
+                return verdict("correctness", failure)
         with clock("release"):
             worker.call(protocol.Release(), 60)
         if options.time_kernel:

@@ -27,6 +27,8 @@ class Judgement:
     start: float                          # perf_counter at the judgement's start
     configs: tuple
     clock: Phases
+    drawn: tuple | None = None            # configurations checked after `configs`: None, this judgement's draws
+                                          # (`Options.domain` draw); a release sweep's (`harness.release`)
 
     @property
     def base(self) -> dict:

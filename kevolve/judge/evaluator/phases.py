@@ -19,7 +19,8 @@ class Phases:
     (interleaved timing, verification included) and, inside it,
     `setup` (buffers, warm-up, graph capture), `round` (the worker's timed rounds) and `inputs` (the exact input
     comparison); inside `reference`, `expected` (float64 references computed) and `outputs` (outputs compared
-    with them; both compiled where `judge.evaluator.fused` is on). Nested phases count in both. Tells where a slow
+    with them; both compiled where `judge.evaluator.fused` is on); `drawn` (the configurations drawn from the domain:
+    their checks and references, counted in those phases too). Nested phases count in both. Tells where a slow
     judgement goes. Phases named `worker …` are the worker's own account of its timing commands (`add`: buffers
     filled, poisoned, timed calls, export); a diagnostic inside `setup` and `round`, never a verdict's input (a
     kernel could forge them).
@@ -32,7 +33,7 @@ class Phases:
 
     GPU_PHASES = {"load": True, "check": False, "reference": False, "inputs": False, "baselines": False,
                   "release": False, "setup": True, "round": True}                   # phase -> exclusive
-    NESTED = frozenset({"setup", "round", "inputs", "gpu wait", "expected", "outputs"})   # inside another as well
+    NESTED = frozenset({"setup", "round", "inputs", "gpu wait", "expected", "outputs", "drawn"})   # counted twice
 
     def __init__(self, trace: bool | None = None):
         self.seconds: dict[str, float] = collections.defaultdict(float)

@@ -19,6 +19,7 @@ from kevolve.judge.exchange import fingerprint
 from kevolve.judge.worker.baselines import compiled_baseline
 from kevolve.judge.worker.buffers import allocate, overruns, poison_all
 from kevolve.judge.worker.calls import cpu_name, fill_uninitialized, profiled_range
+from kevolve.task import draw
 
 
 def _stand_in(inputs, outputs, sizes, workspace, stream=None, *, scalars=None) -> int:
@@ -32,6 +33,7 @@ class Worker:
         self.buffers: dict[int, list[dict]] = {}     # config index -> buffer sets allocated for it
         self.copies: list[dict] = []                 # exported copies of the edge call's mapped buffers (`_export`)
         self.compiled = {}
+        self._drawn: dict = {}                       # config index -> a configuration drawn from the domain
         self.session = None                         # the timing session (`time_setup` .. `time_end`)
         self.ipc = False                            # outputs through CUDA IPC (set_exchange) or files
         self.evictor = None                         # the CPU clock's cache-line evictor (`judge.worker.evict`)
@@ -158,10 +160,13 @@ class Worker:
         readable += [str(p) for pattern in ("*.egg-info", "*.dist-info") for p in ROOT.glob(pattern) if p.is_dir()]
         return confine.confine(readable, [tmp, str(self.exchange)], target)
 
-    def check(self, config: int, variant: int, new_buffers: bool) -> dict:
+    def check(self, config: int, variant: int, new_buffers: bool, case: dict | None = None) -> dict:
         """One correctness call: NaN-poisoned outputs and workspace; the inputs' fingerprints before the call,
-        and after it the inputs themselves go back with the outputs, for the evaluator to compare exactly."""
-        task, cfg = self.task, self.task_configs[config]
+        and after it the inputs go back with the outputs, for the evaluator to compare exactly. `case`: a
+        configuration drawn from the domain, numbered `config` from now on (past the shape set's)."""
+        if case is not None:
+            self._drawn[config] = draw.from_message(self.task, case)
+        task, cfg = self.task, self._drawn[config] if config in self._drawn else self.task_configs[config]
         sizes = cfg.size_dict
         if config not in self.buffers:
             self.buffers.clear()                    # an earlier configuration's buffers are done with
@@ -316,7 +321,7 @@ class Worker:
         return self._configs
 
     def set_configs(self, shapes: str) -> dict:
-        self._configs = self.task.configs(shapes)
+        self._configs, self._drawn = self.task.configs(shapes), {}
         return {"n": len(self._configs)}
 
     def _allocate(self, sizes: dict, edge: str = "") -> dict:
