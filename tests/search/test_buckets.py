@@ -1,0 +1,123 @@
+"""Contracts of kevolve.search.buckets and the population's bucket champions: every size falls in one bucket, the
+fastest kernel per bucket is kept whatever its geomean, and parents are drawn from bucket champions too."""
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from kevolve.config import PopulationConfig
+from kevolve.judge.results import Evaluation, Measurement, Stats
+from kevolve.messages import Candidate, Outcome
+from kevolve.search import buckets
+from kevolve.search.buckets import BucketError, Buckets
+from kevolve.search.population import Population
+from kevolve.task.load import load_task
+
+SHAPES = {"B=1,N=100": {"B": 1, "N": 100}, "B=4,N=5000": {"B": 4, "N": 5000}, "B=64,N=5000": {"B": 64, "N": 5000}}
+EDGES = (("B", (10,)), ("N", (1000,)))
+
+
+def make_buckets() -> Buckets:
+    probe = Buckets(EDGES)
+    return Buckets(EDGES, tuple((s, probe.name(z)) for s, z in SHAPES.items()),
+                   sizes_of=tuple((s, tuple(z.items())) for s, z in SHAPES.items()))
+
+
+def evaluation(speedups: dict[str, float]) -> Evaluation:
+    """A correct judgement with these speedups over torch per shape (torch takes 1 ms)."""
+    ms = tuple(Measurement(f"{s}/random/s0", s, "random", False, True, kernel=Stats(1.0 / x, 0, 0, 1),
+                           eager=Stats(1.0, 0, 0, 1)) for s, x in speedups.items())
+    return Evaluation("t", "cpu", "c", "small", True, True, measurements=ms)
+
+
+def test_every_size_falls_in_exactly_one_bucket_named_by_its_intervals():
+    b = Buckets((("B", (10, 100)), ("N", (1000,))))
+    assert b.name({"B": 9, "N": 999}) == "B<10 N<1000"
+    assert b.name({"B": 10, "N": 1000}) == "10<=B<100 N>=1000"
+    assert b.name({"B": 100, "N": 10**9}) == "B>=100 N>=1000"
+    assert b.index({"B": 99, "N": 5}) == (1, 0)
+
+
+def test_derived_buckets_are_decades_of_the_judged_sizes():
+    task = load_task("layernorm_bwd")
+    b = buckets.of(task, "small")
+    assert not b.stated
+    assert dict(b.edges)["N"] == (10, 100, 1000, 10_000, 100_000)        # N up to 262147
+    assert dict(b.edges)["B"] == (10, 100, 1000)                         # B up to 1000
+    assert b.of_shape["B=1000,N=33"] == "B>=1000 10<=N<100"
+    assert set(b.of_shape) == {c.shape_id for c in task.configs("small")}
+    assert len(b.judged()) == len(set(b.of_shape.values()))
+
+
+def test_a_stated_buckets_field_is_used_and_a_malformed_one_named(tmp_path):
+    import shutil
+    folder = tmp_path / "task"
+    shutil.copytree(load_task("layernorm_fwd").dir, folder)
+    text = (folder / "task.yaml").read_text()
+    (folder / "task.yaml").write_text(text + "\nbuckets: {N: [1024]}\n")
+    b = buckets.of(load_task(folder), "small")
+    assert b.stated and dict(b.edges) == {"B": (), "N": (1024,)}
+    assert set(b.of_shape.values()) == {"B N<1024", "B N>=1024"}
+    for bad, why in [("{N: [1024, 512]}", "not strictly ascending"), ("{M: [4]}", "not a size"),
+                     ("[4, 8]", "not a mapping"), ("{N: [0]}", "positive integers")]:
+        (folder / "task.yaml").write_text(text + f"\nbuckets: {bad}\n")
+        with pytest.raises(BucketError, match=why) as e:
+            buckets.of(load_task(folder), "small")
+        assert "task.yaml" in str(e.value)
+
+
+def test_bucket_fitness_is_the_geomean_over_the_buckets_timed_configurations():
+    b = make_buckets()
+    got = b.fitness(evaluation({"B=1,N=100": 2.0, "B=4,N=5000": 0.5, "B=64,N=5000": 3.0}))
+    assert got == {"B<10 N<1000": pytest.approx(2.0), "B<10 N>=1000": pytest.approx(0.5),
+                   "B>=10 N>=1000": pytest.approx(3.0)}
+    assert b.fitness(Evaluation("t", "cpu", "c", "small", True, False)) == {}
+
+
+def population(rate: float = 0.25) -> Population:
+    return Population(PopulationConfig(operators={"knob": 1.0}, islands=1, bucket_parents=rate), buckets=make_buckets())
+
+
+def add(pop: Population, cid: str, speedups: dict[str, float]) -> None:
+    ev = evaluation(speedups)
+    pop.add(Candidate(id=cid, source=f"int {cid};", operator="seed"), Outcome(ev.fitness, True), ev)
+
+
+def test_a_kernel_that_wins_one_bucket_is_kept_as_its_champion_whatever_its_geomean():
+    pop = population()
+    add(pop, "all", {"B=1,N=100": 2.0, "B=4,N=5000": 2.0, "B=64,N=5000": 2.0})
+    add(pop, "small", {"B=1,N=100": 3.0, "B=4,N=5000": 0.5, "B=64,N=5000": 0.5})     # geomean 0.91: ranked lower
+    champs = {b: m.candidate.id for b, (m, _) in pop.bucket_champions().items()}
+    assert pop.best().candidate.id == "all"
+    assert champs == {"B<10 N<1000": "small", "B<10 N>=1000": "all", "B>=10 N>=1000": "all"}
+    add(pop, "tie", {"B=1,N=100": 3.0, "B=4,N=5000": 0.1, "B=64,N=5000": 0.1})         # equal: the earlier stays
+    assert pop.bucket_champions()["B<10 N<1000"][0].candidate.id == "small"
+
+
+def test_parents_are_drawn_from_bucket_champions_too():
+    def picks(rate: float) -> Counter:
+        pop = population(rate)
+        add(pop, "all", {"B=1,N=100": 2.0, "B=4,N=5000": 2.0, "B=64,N=5000": 2.0})
+        add(pop, "small", {"B=1,N=100": 3.0, "B=4,N=5000": 0.5, "B=64,N=5000": 0.5})
+        for i in range(20):                                   # members the tournament would rather pick
+            add(pop, f"mid{i}", {"B=1,N=100": 1.5, "B=4,N=5000": 1.5, "B=64,N=5000": 1.5})
+        rng = random.Random(0)
+        return Counter(pop.select_parent(0, rng).id for _ in range(400))
+    assert picks(0.5)["small"] > 60                           # half the draws, split between two champions: ~100
+    assert picks(0.0)["small"] < 30                           # the tournament alone (its usage penalty: a few)
+
+
+def test_restore_keeps_the_bucket_champions():
+    pop = population()
+    records = []
+    for cid, sp in [("all", {"B=1,N=100": 2.0, "B=4,N=5000": 2.0, "B=64,N=5000": 2.0}),
+                    ("small", {"B=1,N=100": 3.0, "B=4,N=5000": 0.5, "B=64,N=5000": 0.5})]:
+        ev = evaluation(sp)
+        c = Candidate(id=cid, source=f"int {cid};", operator="seed")
+        records.append((c, Outcome(ev.fitness, True), ev))
+        pop.add(*records[-1])
+    again = Population.restore(pop.config, records, buckets=make_buckets())
+    assert {b: m.candidate.id for b, (m, _) in again.bucket_champions().items()} == \
+        {b: m.candidate.id for b, (m, _) in pop.bucket_champions().items()}
