@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from kevolve.task.expr import geomean
+from kevolve.task.expr import TaskError, geomean
 
 if TYPE_CHECKING:
     from kevolve.task.spec import Task
 
 
-class BucketError(ValueError):
-    """A task's `buckets:` field that cannot be used."""
+class BucketError(TaskError):
+    """A task's `buckets:` field that cannot be used (a malformed task: exit status 2)."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from kevolve.operators.registry import spec
 from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, VerifiersConfig, env
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
+from kevolve.search import buckets as size_buckets
 from kevolve.search import pacing
 from kevolve.search import llm_defaults as pipeline
 from kevolve.task.spec import BEST_FILES, Task, TaskError
@@ -74,6 +75,7 @@ class Plan:
                                          # label is the candidate's meta "file" (`cpu.cpp`, `best/cpu.cpp`)
     mode: str = "evolve"                 # evolve | best_of_n (parents are the seeds only: `seeds_only`)
     seeds_only: bool = False
+    buckets: size_buckets.Buckets | None = None   # the size buckets of the shape set (kevolve.search.buckets)
 
     @property
     def llm_operators(self) -> tuple[str, ...]:
@@ -183,4 +185,4 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 translations=s.translations if llm is not None and "translate" in chosen.operators else 0,
                 meta_children=s.meta_children, strategies_shown=chosen.strategies_shown, verifiers=chosen.verifiers,
                 profile=s.profile and target == "cuda" and llm is not None, seeds=seeds, mode=chosen.mode,
-                seeds_only=chosen.seeds_only)
+                seeds_only=chosen.seeds_only, buckets=size_buckets.of(task, shapes))

@@ -121,3 +121,31 @@ def test_restore_keeps_the_bucket_champions():
     again = Population.restore(pop.config, records, buckets=make_buckets())
     assert {b: m.candidate.id for b, (m, _) in again.bucket_champions().items()} == \
         {b: m.candidate.id for b, (m, _) in pop.bucket_champions().items()}
+
+
+# ---------------------------------------------------------------- a champion per bucket (paired evidence)
+def test_each_bucket_has_its_champion_replaced_only_on_paired_evidence_and_challenges_go_in_turn():
+    from kevolve.judge.results import Comparison
+    from kevolve.search.champion import Entry, PerBucket
+
+    def entry(cid: str, score: float) -> Entry:
+        return Entry(Candidate(id=cid, source=cid), evaluation({"B=1,N=100": 1.0}), score=score)
+
+    def faster(yes: bool) -> Comparison:
+        ci = (0.8, 0.9) if yes else (0.95, 1.05)
+        return Comparison("t", "cpu", "small", ratio=sum(ci) / 2, ci=ci, indistinguishable=not yes)
+
+    per = PerBucket()
+    assert per.offer("small", entry("a", 1.0)) and per.offer("large", entry("a", 2.0))   # the first: crowned
+    assert not per.offer("small", entry("b", 1.5))          # beats a on small sizes: a challenger there
+    assert not per.offer("large", entry("b", 1.5))          # slower on large ones: never challenges
+    assert not per.offer("small", entry("c", 1.2)) and not per.offer("large", entry("c", 2.5))
+    first = per.next_challenge()
+    assert first is not None and per.pending() == first[0] and per.next_challenge() is None   # one at a time
+    per.champions[first[0]].settle(faster(True))
+    second = per.next_challenge()
+    assert second is not None and second[0] != first[0]      # the other bucket's turn
+    per.champions[second[0]].settle(faster(False))           # a tie: kept
+    current = {b: e.candidate.id for b, e in per.current().items()}
+    assert current[first[0]] == first[1].candidate.id and current[second[0]] == "a"
+    assert current == {"small": "b", "large": "a"} or current == {"small": "a", "large": "c"}
