@@ -154,6 +154,12 @@ class Finish(Event):
 
 
 @dataclass(frozen=True)
+class Assembled(Event):
+    KIND: ClassVar[str] = "assembled"
+    data: Mapping[str, Any] = field(default_factory=dict)     # kevolve.search.assembly: the op and its judgement
+
+
+@dataclass(frozen=True)
 class Plan(Event):
     KIND: ClassVar[str] = "plan"
     data: Mapping[str, Any] = field(default_factory=dict)
@@ -173,7 +179,7 @@ class Progress(Event):
 
 EVENTS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     Resume, Stop, Retry, MutationFailed, SuspectedJudgeBug, Champion, BucketChampion, Compare, Confirm, Profile,
-    CutOff, UnrecordedSpend, Tracker, TrackerFailed, Finish, Plan, Pacing, Progress)}
+    CutOff, UnrecordedSpend, Tracker, TrackerFailed, Finish, Assembled, Plan, Pacing, Progress)}
 _OPEN = ("data",)                       # the field of an open event, stored flat
 
 

@@ -46,7 +46,7 @@ class Buckets:
         return tuple(sum(1 for e in bounds if int(sizes[name]) >= e) for name, bounds in self.edges)
 
     def name(self, sizes: Mapping[str, int]) -> str:
-        """The bucket's name, one interval per size: `B<10 1000<=N<10000`."""
+        """The bucket's name (`label`)."""
         return label(self.edges, self.index(sizes))
 
     # ---- the shape set's buckets
@@ -61,6 +61,12 @@ class Buckets:
         for shape, bucket in self.shapes:
             first.setdefault(bucket, self.index(dict(sizes[shape])) if shape in sizes else ())
         return sorted(first, key=lambda b: first[b])
+
+    def index_of(self, bucket: str) -> tuple[int, ...]:
+        """The intervals of a judged bucket (those of its first configuration's sizes)."""
+        sizes = dict(self.sizes_of)
+        shape = next(s for s, b in self.shapes if b == bucket)
+        return self.index(dict(sizes[shape]))
 
     def configs(self, bucket: str) -> list[str]:
         """The shape ids of the shape set in `bucket`."""
@@ -86,13 +92,14 @@ class Buckets:
 
 
 def label(edges: Iterable[tuple[str, tuple[int, ...]]], index: tuple[int, ...]) -> str:
+    """`B<10 1000<=N<10000`: one interval per size that has boundaries ("all sizes" when none has)."""
     parts = []
     for (name, bounds), i in zip(edges, index):
         lo = bounds[i - 1] if i > 0 else None
         hi = bounds[i] if i < len(bounds) else None
-        parts.append(name if lo is None and hi is None else f"{name}<{hi}" if lo is None
-                     else f"{name}>={lo}" if hi is None else f"{lo}<={name}<{hi}")
-    return " ".join(parts)
+        if bounds:
+            parts.append(f"{name}<{hi}" if lo is None else f"{name}>={lo}" if hi is None else f"{lo}<={name}<{hi}")
+    return " ".join(parts) or "all sizes"
 
 
 def decades(values: Iterable[int]) -> tuple[int, ...]:

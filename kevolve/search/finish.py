@@ -17,6 +17,7 @@ import ray
 from kevolve.judge.build import SUFFIX
 from kevolve.judge.results import Evaluation
 from kevolve.messages import Best, Candidate, RunSummary
+from kevolve.search import assembly
 from kevolve.search.contest import Contest
 from kevolve.search.jobs import Tally
 from kevolve.record import events
@@ -45,6 +46,7 @@ class Finish:
         self.contest, self.pool, self.tracker = contest, pool, tracker
         self.confirmed: tuple[Candidate, Evaluation] | None = None   # the best, judged again, baselines interleaved
         self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
+        self.op = None                             # the assembled op (kevolve.search.assembly), once judged
         self.last_progress = 0.0
 
     @property
@@ -55,6 +57,12 @@ class Finish:
         self.best_path.write_text(c.source)
 
     def confirm(self, advance, line, tries: int = 3) -> None:
+        """The best confirmed (`confirm_best`), then the op assembled from the size buckets' champions and judged
+        as a whole (`search.assembly`)."""
+        self.confirm_best(advance, line, tries)
+        self.op = assembly.run(self, line)
+
+    def confirm_best(self, advance, line, tries: int = 3) -> None:
         """Judges the best candidate once more, its baselines timed afresh (before it loads, and interleaved) as
         `python -m kevolve.evaluate` does: the search ranks with baseline times up to `search.baseline_refresh_s`
         old, and the numbers it reports come from this judgement. A best that is not correct again (a race, say)
@@ -135,7 +143,7 @@ class Finish:
                 confirmed=self.confirmed is not None, not_confirmed=tuple(self.not_confirmed),
                 speedup_ci=ev.speedup_ci, ties=tuple(champion.ties), comparisons=champion.comparisons),
             spend_usd=round(spend.spent, 6), llm_calls=spend.calls, verifiers=verifiers,
-            gpu_seconds_saved=saved, suspected_judge_bugs=tuple(suspects), unfinished=tuple(t.unfinished))
+            gpu_seconds_saved=saved, suspected_judge_bugs=tuple(suspects), unfinished=tuple(t.unfinished), op=self.op)
         self.tracker.finish(summary.as_dict())
         return summary
 

@@ -59,7 +59,7 @@ def test_a_stated_buckets_field_is_used_and_a_malformed_one_named(tmp_path):
     (folder / "task.yaml").write_text(text + "\nbuckets: {N: [1024]}\n")
     b = buckets.of(load_task(folder), "small")
     assert b.stated and dict(b.edges) == {"B": (), "N": (1024,)}
-    assert set(b.of_shape.values()) == {"B N<1024", "B N>=1024"}
+    assert set(b.of_shape.values()) == {"N<1024", "N>=1024"}
     for bad, why in [("{N: [1024, 512]}", "not strictly ascending"), ("{M: [4]}", "not a size"),
                      ("[4, 8]", "not a mapping"), ("{N: [0]}", "positive integers")]:
         (folder / "task.yaml").write_text(text + f"\nbuckets: {bad}\n")
