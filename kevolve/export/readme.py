@@ -71,7 +71,7 @@ def text(name: str, bundles: list[Bundle], manifest: dict) -> str:
     module = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}.get(fam)
     target = bundles[0].target
     lines = [f"# {name}", "",
-             f"Kernels found by [kevolve](https://github.com/) and proven correct by its judge, as torch ops: "
+             "Kernels found by kevolve and proven correct by its judge, as torch ops: "
              + ", ".join(f"`{t}`" for t in tasks) + f" ({target}). One op per task "
              "(`torch.library.custom_op`, with a fake implementation so that `torch.compile(fullgraph=True)` "
              "traces through it" + (", and autograd pairing the forward with the backward kernels" if pair else "")

@@ -114,7 +114,8 @@ def source(task, target: str, buckets: Buckets, choice: Choice) -> str:
         index = buckets.index_of(bucket)
         cond = " && ".join(f"kevolve_i_{n} == {i}" for (n, _), i in zip(buckets.edges, index)) or "true"
         lines.append(f"    if ({cond}) return kevolve_k{k}::{task.direction}({call});   // {bucket}")
-    lines += [f"    return kevolve_k{choice.default}::{task.direction}({call});   // sizes of no judged bucket", "}", ""]
+    lines += [f"    return kevolve_k{choice.default}::{task.direction}({call});   // sizes of no judged bucket",
+              "}", ""]
     return "\n".join(lines)
 
 

@@ -7,8 +7,9 @@ later prompts on that parent.
 
 Guarantees: the reported best, and each bucket's champion, is replaced only on paired evidence (`Champion.settle`),
 each `compare` event names both kernels, the outcome and the bucket (none: the geomean's); one comparison is in
-flight at a time, the geomean's challengers first, and all of them share `search.compare_share`; a comparison that could not be made keeps the champion; a parent is profiled at most
-once (`profiles[id]` is "" from the moment it is asked for), a failed profile leaves prompts without one.
+flight at a time, the geomean's challengers first, and all of them share `search.compare_share`; a comparison that
+could not be made keeps the champion; a parent is profiled at most once (`profiles[id]` is "" from the moment it
+is asked for), a failed profile leaves prompts without one.
 """
 from __future__ import annotations
 

@@ -40,8 +40,8 @@ def test_two_variants_of_one_kernel_with_the_same_names_build_as_one_library():
     from kevolve.judge import build
     task = load_task(TASK)
     b = buckets.of(task, "small")
-    variant = SEED.replace("constexpr int CHUNK = 4;", "constexpr int CHUNK = 8;").replace("#include <cmath>",
-                                                                                         "#include <cmath>\n#define X 1")
+    variant = SEED.replace("constexpr int CHUNK = 4;", "constexpr int CHUNK = 8;")
+    variant = variant.replace("#include <cmath>", "#include <cmath>\n#define X 1")
     choice = assemble.choose(b, {b.judged()[1]: kernel("v", variant)}, kernel("s", SEED))
     text = assemble.source(task, "cpu", b, choice)
     assert text.count('extern "C" int forward(') == 1 and "kevolve_k1::forward" in text
