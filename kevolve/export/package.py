@@ -48,6 +48,11 @@ def op_spec(b: Bundle) -> dict[str, Any]:
             raise ExportError(f"{b.origin}: bucket {r['bucket']}'s sizes are not in task {t.name}'s "
                               f"`{b.record['shapes']}` set any more: export on the checkout that made the run")
         routes[",".join(map(str, probe.index(sizes[shape])))] = "kernel" if r["kernel"] else "torch"
+    bucket_of = {c: r for r in b.op["routes"] for c in r["configs"]}
+    judged = [{"shape": m.shape, "sizes": sizes[m.shape], "bucket": bucket_of[m.shape]["bucket"],
+               "runs": "kernel" if bucket_of[m.shape]["kernel"] else "torch", "kernel_speedup": m.speedup("best"),
+               "kernel_ms": m.kernel.median, "torch_ms": m.best_torch}
+              for m in b.evaluation.measurements if m.kernel is not None and m.shape in bucket_of and m.shape in sizes]
     for c in t.configs(b.record["shapes"])[:1]:            # every expression is one kevolve can evaluate
         [eval_expr(e, c.size_dict) for s in t.inputs + t.outputs for e in s.shape]
     cuda = b.target == "cuda"
@@ -62,7 +67,7 @@ def op_spec(b: Bundle) -> dict[str, Any]:
             "ldflags": [] if cuda else ["-fopenmp"], "edges": edges, "routes": routes,
             "domain": b.record["domain"], "reference": f"reference_{t.name}.py",
             "origin": b.origin, "device": b.record.get("device", ""), "shapes": b.record["shapes"],
-            "speedup": b.op.get("speedup"), "best_speedup": b.op.get("best_speedup")}
+            "speedup": b.op.get("speedup"), "best_speedup": b.op.get("best_speedup"), "judged": judged}
 
 
 def pairing(forward: Bundle, backward: Bundle) -> dict[str, Any]:

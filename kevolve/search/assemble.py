@@ -4,8 +4,8 @@ choice, per bucket, between that kernel and torch.
 `choose(buckets, champions, best)` picks the kernels: each judged bucket's champion (`champion.PerBucket`, else the
 geomean best), the geomean best for sizes of no judged bucket — the function a release check hooks (it returns the
 kernels chosen, nothing is built). `source(task, target, buckets, choice)` writes one source that holds every
-chosen kernel in a namespace of its own (`kevolve_k0`, ...; its `extern "C"` dropped, its includes hoisted, its
-macros undefined after it) and one `extern "C"` entry point with the task's signature that computes the bucket of
+chosen kernel in a namespace of its own (`kevolve_k0`, ...; its `extern "C"` dropped, its includes outside the
+namespace, its macros undefined after it) and one `extern "C"` entry point with the task's signature that computes the bucket of
 its sizes against the same boundaries as `Buckets.index` and calls that bucket's kernel. The library is judged like
 any candidate (every configuration, baselines timed afresh), and `decide(buckets, choice, evaluation)` reads that
 judgement: a bucket goes to its kernel only when the kernel is confirmed faster than the faster torch baseline
@@ -15,8 +15,10 @@ size (1× where torch runs).
 
 Guarantees: the dispatch computes the bucket from the sizes alone (scalars and contents never choose a kernel);
 every size reaches exactly one kernel in the library (the default where no bucket was judged), so the library is
-correct wherever each kernel is; a bucket's interval is conservative — the geometric mean of its configurations'
-bounds (each a bootstrap over paired samples), wider than a joint bootstrap. Pure: no Ray, no build.
+correct wherever each kernel is. A bucket's interval is the joint one of its configurations' geometric mean, from
+their own intervals (each a bootstrap over that configuration's paired samples): the normal approximation of
+resampling each configuration apart, as `judge.evaluator.noise.ratio_ci` does — log-widths added in quadrature.
+Pure: no Ray, no build.
 Not guaranteed: that every kernel survives being put in a namespace (a kernel that names its own globals with `::`,
 or opens `namespace std`, fails to build; the op is then reported as not built and the best kernel stands alone).
 """
@@ -71,11 +73,15 @@ _EXTERN = re.compile(r'extern\s*"C"\s*')
 
 def namespaced(source: str, name: str) -> tuple[list[str], str]:
     """(the includes at the top level of `source`, its text in `namespace name` with C linkage dropped and its
-    macros undefined after it)."""
+    macros undefined after it). An include under a conditional stays where it is, the namespace closed around it
+    (both branches stay balanced)."""
     includes, body, depth, macros = [], [], 0, []
     for line in source.splitlines():
         if _INCLUDE.match(line) and depth == 0:
             includes.append(line.strip())
+            continue
+        if _INCLUDE.match(line):
+            body += [f"}}  // namespace {name}", line, f"namespace {name} {{"]
             continue
         depth += 1 if _IF.match(line) else -1 if _ENDIF.match(line) else 0
         if m := _DEFINE.match(line):
@@ -132,9 +138,7 @@ def decide(buckets: Buckets, choice: Choice, evaluation) -> tuple[OpRoute, ...]:
     for bucket in buckets.judged():
         ms, k = per.get(bucket, []), choice.kernel_of(bucket)
         speedups = [m.speedup("best") for m in ms]
-        lows = [m.speedup_ci[0] for m in ms if m.speedup_ci]
-        highs = [m.speedup_ci[1] for m in ms if m.speedup_ci]
-        ci = (geomean(lows), geomean(highs)) if ms and len(lows) == len(ms) else None
+        ci = bucket_interval(speedups, [m.speedup_ci for m in ms]) if ms else None
         speedup, worst = (geomean(speedups), min(speedups)) if ms else (None, None)
         worst_at = min(ms, key=lambda m: m.speedup("best")).shape if ms else ""
         if not ms:
@@ -151,6 +155,23 @@ def decide(buckets: Buckets, choice: Choice, evaluation) -> tuple[OpRoute, ...]:
                               kernel=k.id if why.startswith("kernel") else None, library_kernel=k.id,
                               speedup=speedup, ci=ci, worst=worst, why=why))
     return tuple(routes)
+
+
+Z95 = 1.959964
+
+
+def bucket_interval(speedups: list[float], intervals: list) -> tuple[float, float] | None:
+    """The 95% interval of the geometric mean of `speedups` from each one's 95% `intervals` (None without one of
+    them; one configuration: its own): per configuration a standard error of log(speedup) of log(hi / lo) / (2 z), the mean's the root of their
+    sum of squares over n, centred on the mean of the logs."""
+    if not speedups or any(not ci or ci[0] <= 0 for ci in intervals):
+        return None
+    if len(speedups) == 1:                  # one configuration: its own bootstrap interval
+        return tuple(intervals[0])
+    n = len(speedups)
+    centre = sum(math.log(s) for s in speedups) / n
+    se = math.sqrt(sum((math.log(hi / lo) / (2 * Z95)) ** 2 for lo, hi in intervals)) / n
+    return math.exp(centre - Z95 * se), math.exp(centre + Z95 * se)
 
 
 def op_speedup(buckets: Buckets, routes: tuple[OpRoute, ...], evaluation) -> float | None:

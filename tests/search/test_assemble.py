@@ -30,8 +30,9 @@ def test_a_kernel_in_a_namespace_keeps_its_includes_on_top_and_its_macros_inside
     text = ('#include <cmath>\n#ifdef __CUDACC__\n#include <cuda_fp16.h>\n#endif\n#define ROWS 4\n'
             'extern "C" { static int helper() { return ROWS; } }\nextern "C" int forward(int x) { return x; }\n')
     includes, body = assemble.namespaced(text, "kevolve_k3")
-    assert includes == ["#include <cmath>"]                        # a conditional include stays where it is
-    assert "#include <cuda_fp16.h>" in body and 'extern "C"' not in body
+    assert includes == ["#include <cmath>"]                        # a conditional include stays where it is,
+    assert "#ifdef __CUDACC__\n}  // namespace kevolve_k3\n#include <cuda_fp16.h>\nnamespace kevolve_k3 {\n#endif" \
+        in body and 'extern "C"' not in body                       # outside the namespace in either branch
     assert body.startswith("namespace kevolve_k3 {") and body.rstrip().endswith("#undef ROWS")
     assert "inline namespace kevolve_c {" in body
 
@@ -97,3 +98,41 @@ def Buckets_of(shapes: dict[str, dict[str, int]]) -> buckets.Buckets:
     probe = buckets.Buckets(edges)
     return buckets.Buckets(edges, tuple((s, probe.name(z)) for s, z in shapes.items()),
                            sizes_of=tuple((s, tuple(z.items())) for s, z in shapes.items()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_every_tasks_seeds_assemble_into_one_library_that_builds(target):
+    """Each task's seeds for `target`, one per bucket in turn, in one op source: the static rules pass and g++ or
+    nvcc (sm_90a; it builds here without a GPU) builds it — namespaces, includes under conditionals, macros."""
+    import shutil
+    from kevolve.config.tasks import list_tasks
+    from kevolve.judge import build
+    if target == "cuda" and shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+    failed = []
+    for name in list_tasks():
+        task = load_task(name)
+        if target not in task.seeds or len(task.seeds[target]) < 2:
+            continue
+        shapes = "bench" if target == "cuda" else "small"
+        b = buckets.of(task, shapes)
+        seeds = [Candidate(id=f"k{i}", source=p.read_text(), operator="seed")
+                 for i, p in enumerate(task.seed_paths(target))]
+        choice = assemble.choose(b, {bk: seeds[i % len(seeds)] for i, bk in enumerate(b.judged())}, seeds[0])
+        text = assemble.source(task, target, b, choice)
+        verdict = rules.check(text, target)
+        built = build.build(text, target, "c", arch="90a" if target == "cuda" else None) if verdict.ok else None
+        if not verdict.ok or not built.ok:
+            failed.append(f"{name}: {verdict.reason if not verdict.ok else built.error[:500]}")
+    assert not failed, "\n".join(failed)
+
+
+def test_a_buckets_interval_narrows_with_its_configurations_as_a_joint_bootstrap_would():
+    one = assemble.bucket_interval([1.2], [(1.0, 1.4)])
+    assert one == (1.0, 1.4)                                       # a single configuration: its own interval
+    four = assemble.bucket_interval([1.2] * 4, [(1.0, 1.44)] * 4)
+    assert 1.0 < four[0] < 1.2 < four[1] < 1.44                    # independent noise: half the log-width
+    import math
+    assert math.log(four[1] / four[0]) == pytest.approx(math.log(1.44 / 1.0) / 2, rel=1e-6)
+    assert assemble.bucket_interval([1.2, 1.3], [(1.0, 1.4), None]) is None
