@@ -5,8 +5,8 @@ choice, per bucket, between that kernel and torch.
 geomean best), the geomean best for sizes of no judged bucket — the function a release check hooks (it returns the
 kernels chosen, nothing is built). `source(task, target, buckets, choice)` writes one source that holds every
 chosen kernel in a namespace of its own (`kevolve_k0`, ...; its `extern "C"` dropped, its includes outside the
-namespace, its macros undefined after it) and one `extern "C"` entry point with the task's signature that computes the bucket of
-its sizes against the same boundaries as `Buckets.index` and calls that bucket's kernel. The library is judged like
+namespace, its macros undefined after it) and one `extern "C"` entry point with the task's signature that computes
+the bucket of its sizes against the same boundaries as `Buckets.index` and calls that bucket's kernel. The library is judged like
 any candidate (every configuration, baselines timed afresh), and `decide(buckets, choice, evaluation)` reads that
 judgement: a bucket goes to its kernel only when the kernel is confirmed faster than the faster torch baseline
 there — the interval of its speedup over the bucket lies above 1 — and is at least `FLOOR`× torch on every
@@ -162,8 +162,8 @@ Z95 = 1.959964
 
 def bucket_interval(speedups: list[float], intervals: list) -> tuple[float, float] | None:
     """The 95% interval of the geometric mean of `speedups` from each one's 95% `intervals` (None without one of
-    them; one configuration: its own): per configuration a standard error of log(speedup) of log(hi / lo) / (2 z), the mean's the root of their
-    sum of squares over n, centred on the mean of the logs."""
+    them; one configuration: its own): per configuration a standard error of log(speedup) of log(hi / lo) / (2 z),
+    the mean's the root of their sum of squares over n, centred on the mean of the logs."""
     if not speedups or any(not ci or ci[0] <= 0 for ci in intervals):
         return None
     if len(speedups) == 1:                  # one configuration: its own bootstrap interval
