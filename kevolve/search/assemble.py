@@ -6,8 +6,8 @@ geomean best), the geomean best for sizes of no judged bucket — the function a
 kernels chosen, nothing is built). `source(task, target, buckets, choice)` writes one source that holds every
 chosen kernel in a namespace of its own (`kevolve_k0`, ...; its `extern "C"` dropped, its includes outside the
 namespace, its macros undefined after it) and one `extern "C"` entry point with the task's signature that computes
-the bucket of its sizes against the same boundaries as `Buckets.index` and calls that bucket's kernel. The library is judged like
-any candidate (every configuration, baselines timed afresh), and `decide(buckets, choice, evaluation)` reads that
+the bucket of its sizes against the same boundaries as `Buckets.index` and calls that bucket's kernel. The library
+is judged like any candidate (every configuration, baselines timed afresh), and `decide(buckets, choice, evaluation)` reads that
 judgement: a bucket goes to its kernel only when the kernel is confirmed faster than the faster torch baseline
 there — the interval of its speedup over the bucket lies above 1 — and is at least `FLOOR`× torch on every
 configuration of the bucket; otherwise to torch. By construction the op is then ≥ `FLOOR`× torch on every judged
