@@ -3,12 +3,12 @@ choice, per bucket, between that kernel and torch.
 
 `choose(buckets, champions, best)` picks the kernels: each judged bucket's champion (`champion.PerBucket`, else the
 geomean best), the geomean best for sizes of no judged bucket — the function a release check hooks (it returns the
-kernels chosen, nothing is built). `source(task, target, buckets, choice)` writes one source that holds every
-chosen kernel in a namespace of its own (`kevolve_k0`, ...; its `extern "C"` dropped, its includes outside the
-namespace, its macros undefined after it) and one `extern "C"` entry point with the task's signature that computes
-the bucket of its sizes against the same boundaries as `Buckets.index` and calls that bucket's kernel. The library
-is judged like any candidate (every configuration, baselines timed afresh), and `decide(buckets, choice, evaluation)` reads that
-judgement: a bucket goes to its kernel only when the kernel is confirmed faster than the faster torch baseline
+kernels chosen, nothing is built). `source(task, target, buckets, choice)` writes one source that holds every chosen
+kernel in a namespace of its own (`kevolve_k0`, ...; its `extern "C"` dropped, its includes outside the namespace,
+its macros undefined after it) and one `extern "C"` entry point with the task's signature that computes the bucket
+of its sizes against the same boundaries as `Buckets.index` and calls that bucket's kernel. The library is judged
+like any candidate (every configuration, baselines timed afresh), and `decide(buckets, choice, evaluation)` reads
+that judgement: a bucket goes to its kernel only when the kernel is confirmed faster than the faster torch baseline
 there — the interval of its speedup over the bucket lies above 1 — and is at least `FLOOR`× torch on every
 configuration of the bucket; otherwise to torch. By construction the op is then ≥ `FLOOR`× torch on every judged
 size (1× where torch runs).
@@ -18,9 +18,9 @@ every size reaches exactly one kernel in the library (the default where no bucke
 correct wherever each kernel is. A bucket's interval is the joint one of its configurations' geometric mean, from
 their own intervals (each a bootstrap over that configuration's paired samples): the normal approximation of
 resampling each configuration apart, as `judge.evaluator.noise.ratio_ci` does — log-widths added in quadrature.
-Pure: no Ray, no build.
-Not guaranteed: that every kernel survives being put in a namespace (a kernel that names its own globals with `::`,
-or opens `namespace std`, fails to build; the op is then reported as not built and the best kernel stands alone).
+Pure: no Ray, no build. Not guaranteed: that every kernel survives being put in a namespace (a kernel that names its
+own globals with `::`, or opens `namespace std`, fails to build; the op is then reported as not built and the best
+kernel stands alone).
 """
 from __future__ import annotations
 
