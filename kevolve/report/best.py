@@ -250,6 +250,8 @@ def _defaults() -> dict:
     from kevolve.config import Config, from_hydra
     if GlobalHydra.instance().is_initialized():          # inside a Hydra app: the schema's defaults
         return OmegaConf.to_container(OmegaConf.structured(Config))
+    from kevolve.config import hydra as hydra_setup
+    hydra_setup.install()                   # the schema conf/config.yaml starts from (else Hydra cannot compose it)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose(config_name="config")
     return OmegaConf.to_container(OmegaConf.structured(from_hydra(cfg)))
