@@ -231,4 +231,6 @@ class RunSummary:
             d["best"]["speedup_ci"] = list(d["best"]["speedup_ci"]) if d["best"]["speedup_ci"] else None
             if not d["best"]["not_confirmed"]:
                 del d["best"]["not_confirmed"]
+        if d["op"] is not None:                      # JSON's lists, as the store gives them back
+            d["op"] = json.loads(json.dumps(d["op"]))
         return d
