@@ -119,9 +119,15 @@ class PerBucket:
     champions: dict[str, Champion] = field(default_factory=dict)
     turn: int = 0
 
+    waiting: int = 4                       # challengers kept per bucket, the fittest (each holds a library ref)
+
     def offer(self, bucket: str, entry: Entry) -> bool:
-        """`entry` (scored on `bucket`) offered to that bucket's champion; True when it is crowned at once."""
-        return self.champions.setdefault(bucket, Champion()).offer(entry)
+        """`entry` (scored on `bucket`) offered to that bucket's champion; True when it is crowned at once. Only
+        the `waiting` fittest challengers of a bucket are kept."""
+        champion = self.champions.setdefault(bucket, Champion())
+        crowned = champion.offer(entry)
+        champion.challengers = sorted(champion.challengers, key=lambda e: -e.fitness)[: self.waiting]
+        return crowned
 
     def pending(self) -> str | None:
         """The bucket whose comparison is in flight, if any."""
