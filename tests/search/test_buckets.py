@@ -149,3 +149,44 @@ def test_each_bucket_has_its_champion_replaced_only_on_paired_evidence_and_chall
     current = {b: e.candidate.id for b, e in per.current().items()}
     assert current[first[0]] == first[1].candidate.id and current[second[0]] == "a"
     assert current == {"small": "b", "large": "a"} or current == {"small": "a", "large": "c"}
+
+
+# ---------------------------------------------------------------- end to end: a search's buckets and its op
+@pytest.mark.slow
+def test_a_search_keeps_bucket_champions_and_hands_back_an_op_judged_as_a_whole(tmp_path, monkeypatch):
+    """A CPU search of tests/search_task (two buckets: rows under and over 1000): each bucket's champion is recorded,
+    and the run's result is an op whose library is the source it wrote, judged correct, decided per bucket."""
+    import json
+    import logging
+    from pathlib import Path
+
+    import ray
+
+    from kevolve.config import from_hydra
+    from kevolve.record.store import Store
+    from kevolve.search import run as search
+    task = Path(__file__).resolve().parents[1] / "search_task"
+    monkeypatch.setenv("KEVOLVE_CACHE", str(tmp_path / "cache"))
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
+                 object_store_memory=200 << 20)
+    try:
+        cfg = from_hydra({"task": {"name": str(task)}, "progress": False, "resources": {"target": "cpu"},
+                          "search": {"reps": 5, "budget_s": 0.02, "baselines": ["eager"], "timeout_s": 60,
+                                     "candidates": 5, "population": {"islands": 1}}})
+        summary = search(cfg, tmp_path / "run")
+    finally:
+        if started:
+            ray.shutdown()
+    op = summary.op
+    assert op is not None and op.correct, op
+    assert {r.bucket for r in op.routes} == {"100<=N<1000", "N>=1000"}
+    assert all((r.kernel is None) == r.why.startswith("torch") for r in op.routes)
+    with Store.open(tmp_path / "run", readonly=True) as store:
+        crowned = {p["bucket"] for _, _, p in store.events("bucket_champion")}
+        record = [p for _, _, p in store.events("assembled")][-1]
+    assert crowned == {"100<=N<1000", "N>=1000"}
+    assert record["source_text"] == (tmp_path / "run" / "op.cpp").read_text()
+    assert json.loads((tmp_path / "run" / "op.json").read_text())["op"]["correct"]
+    assert json.loads(record["evaluation"])["correct"]
