@@ -81,6 +81,25 @@ print(json.dumps(out))
     assert routed and all(decided == went for decided, went in routed.values()), routed
 
 
+def test_a_tensor_the_kernel_was_not_proven_on_goes_to_torch_with_one_warning(site):
+    """Strides, dtype, device, shape: the kernel reads contiguous float32 rows; anything else is torch's."""
+    code = """
+import warnings, torch, torch.nn.functional as F, kevolve_layernorm as k
+x = torch.randn(256, 24).t()                       # [24, 256], not contiguous
+w, b = torch.randn(256), torch.randn(256)
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    for _ in range(3):
+        assert torch.allclose(k.layernorm_fwd(x, w, b, 1e-5), F.layer_norm(x, (256,), w, b, 1e-5), atol=1e-5)
+print([str(m.message) for m in seen], k.stats()["layernorm_fwd"])
+"""
+    done = subprocess.run([sys.executable, "-c", code], env=env_with(site, KEVOLVE_OPS="kernels"), cwd=site.parent,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout.strip().splitlines()[-1]
+    assert out.count("not a contiguous strided tensor") == 1 and "'layout': 3" in out and "kernel calls" not in out
+
+
 def test_the_readme_says_what_was_proven_where_with_which_numbers(site):
     text = (site.parent / "layernorm" / "README.md").read_text()
     record = json.loads((FIXTURES / "layernorm_fwd" / "op" / "cpu.json").read_text())

@@ -190,3 +190,18 @@ def test_a_search_keeps_bucket_champions_and_hands_back_an_op_judged_as_a_whole(
     assert record["source_text"] == (tmp_path / "run" / "op.cpp").read_text()
     assert json.loads((tmp_path / "run" / "op.json").read_text())["op"]["correct"]
     assert json.loads(record["evaluation"])["correct"]
+
+
+def test_a_buckets_comparison_times_that_buckets_configurations_alone():
+    from pathlib import Path
+
+    from kevolve.judge import build
+    from kevolve.judge.evaluator.harness import compare
+    from kevolve.judge.options import Options
+    task = load_task(Path(__file__).resolve().parents[1] / "search_task")
+    lib = build.build((task.dir / "seeds" / "cpu.cpp").read_text(), "cpu", "c").lib_path
+    options = Options(target="cpu", shapes="small", baselines=("eager",), reps=5, budget_s=0.02)
+    got = compare(task, lib, lib, options, only=("B=4,N=256",))
+    assert got.failure is None and got.configs == ("B=4,N=256/random/s0",), got
+    nothing = compare(task, lib, lib, options, only=("B=9,N=9",))
+    assert nothing.failure and "no configuration" in nothing.failure
