@@ -1,5 +1,6 @@
 """What a run tells its user: the progress line while it runs, the best judged once more at its end, the best
-kernel's file, and the summary (`messages.RunSummary`) it returns and hands to the tracker. It reads the parts it
+kernel's file, the op assembled from the size buckets' champions and judged as a whole (`search.assembly`), and the
+summary (`messages.RunSummary`) it returns and hands to the tracker. It reads the parts it
 is given (the tally, the pool, the pipeline, the champion, ...), decides nothing about the search.
 
 Guarantees: the reported numbers of the best come from a judgement with baselines timed afresh (`confirm`) when it
