@@ -11,10 +11,11 @@ times, speedups). A run whose assembled op (`kevolve.search.assembly`) was judge
 <ext>` (the op's one source) and `best/op/<target>.json` (its record: buckets, routes, numbers, judgement; what
 `python -m kevolve.export tasks/<task>/best` reads), and the .md a section on the op per size bucket.
 
-Guarantees: nothing is written unless the run finished with a confirmed correct best; an existing best of the
+Guarantees: nothing is written unless the run finished with a confirmed correct best (and nothing of the op unless
+it was judged correct); an existing best of the
 same target with a higher recorded speedup (or none recorded) is kept unless `force`, the message giving both;
-the .md holds no secret — the config and the command pass `record.scrub` (values of keys that name a secret,
-and of secret-named environment variables), and the whole text once more.
+the .md (and the op's .json) holds no secret — the config and the command pass `record.scrub` (values of keys that
+name a secret, and of secret-named environment variables), and the whole text once more.
 Not guaranteed: that two speedups compare (another device, another shape set: the refusal names both devices).
 """
 from __future__ import annotations
@@ -120,7 +121,9 @@ def promote(run_dir: str | Path, force: bool = False, task: str | Path | None = 
         op_file = run_dir / f"op{SUFFIX_OF[target]}"          # where the store has no source (older runs)
         (folder / "op" / f"{target}{SUFFIX_OF[target]}").write_text(op.get("source_text") or op_file.read_text())
         kept = {k: v for k, v in op.items() if k != "source_text"}
-        (folder / "op" / f"{target}.json").write_text(json.dumps({**kept, "run_dir": str(run_dir)}, indent=1) + "\n")
+        from kevolve.record.scrub import scrub_text
+        (folder / "op" / f"{target}.json").write_text(scrub_text(json.dumps({**kept, "run_dir": str(run_dir)},
+                                                                            indent=1)) + "\n")
     return Promoted(kernel, kernel.with_suffix(".md"), ev.speedup, old)
 
 
