@@ -5,8 +5,9 @@ build flags, size buckets and routes, proven domain and numbers; the autograd pa
 (kevolve/export/runtime.py and modules.py, verbatim) and an `__init__.py` that loads them.
 
 Guarantees: the folder is written whole or not at all (a temporary sibling, renamed into place at the end); a
-non-empty folder is never written into; a pairing is refused unless the backward task's inputs are gradients of
-the forward's outputs or the forward's inputs, and its outputs gradients of the forward's inputs.
+non-empty folder is never written into; a pairing is refused unless the two tasks are the directions of one
+operation (`layernorm_fwd`, `layernorm_bwd`), the backward's inputs are gradients of the forward's outputs or the
+forward's inputs, and its outputs gradients of the forward's inputs.
 """
 from __future__ import annotations
 
@@ -78,6 +79,9 @@ def pairing(forward: Bundle, backward: Bundle) -> dict[str, Any]:
     if f.direction != "forward" or g.direction != "backward":
         raise ExportError(f"--backward pairs a forward task with a backward one; got {f.name} ({f.direction}) and "
                           f"{g.name} ({g.direction})")
+    if family(f.name) != family(g.name):
+        raise ExportError(f"{f.name} and {g.name} are not the two directions of one operation (the backward of "
+                          f"{f.name} is {family(f.name)}_bwd): they do not pair")
     if forward.target != backward.target:
         raise ExportError(f"the forward op is for {forward.target}, the backward one for {backward.target}")
     outs, ins = {s.name for s in f.outputs}, {s.name for s in f.inputs}
