@@ -31,7 +31,8 @@ def _task(b: Bundle, spec: dict, paired: str | None) -> list[str]:
              f"atol {t.atol:g} + rtol {t.rtol:g} × |reference| of a float64 reference, inputs unchanged, no "
              f"caching between calls), the op judged as a whole — its {len(op['kernels'])} kernel(s) and the size "
              f"dispatch between them — with torch eager and torch.compile timed interleaved on the same inputs. "
-             f"From `{b.origin}`.", "",
+             f"From `{b.origin}`" + (f" (promoted from the run `{b.record['run_dir']}`)" if b.record.get("run_dir")
+                                     else "") + ".", "",
              f"Domain the kernels run on: {_domain(spec['domain'])} ({spec['domain'].get('source', '')}). Outside it, "
              f"torch.", ""]
     if paired:
@@ -76,8 +77,8 @@ def text(name: str, bundles: list[Bundle], manifest: dict) -> str:
              "(`torch.library.custom_op`, with a fake implementation so that `torch.compile(fullgraph=True)` "
              "traces through it" + (", and autograd pairing the forward with the backward kernels" if pair else "")
              + "); each size goes to the kernel proven fastest there, or to torch where none beat it.", "",
-             "## Use", "", "```bash", f"pip install ./{name.replace('_', '-')}   # this folder: needs torch, ninja "
-             "and a C++ compiler" + (" and nvcc" if target == "cuda" else ""), "```", "",
+             "## Use", "", "```bash", "pip install FOLDER      # this folder: needs torch, ninja and a C++ compiler"
+             + (" and nvcc" if target == "cuda" else ""), "```", "",
              "The kernels build on first import (torch's cpp_extension, ninja, the flags they were judged with: "
              f"`{' '.join(manifest['ops'][tasks[0]]['cflags'] or manifest['ops'][tasks[0]]['cuda_cflags'])}`), "
              "cached under `$KEVOLVE_OPS_BUILD`, else `$TORCH_EXTENSIONS_DIR`, else `~/.cache/torch_extensions`.", "",
