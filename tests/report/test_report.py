@@ -75,7 +75,8 @@ def assembled(ids: dict[str, str], gain: float) -> dict:
         Measurement(**{**m.__dict__, "speedup_ci": (2.0, 2.6) if m.shape == "B=4,N=256" else (0.8, 1.3)})
         for m in ev.measurements)})
     routes = [{"bucket": "100<=N<1000", "configs": ["B=4,N=256"], "kernel": ids["cross"],
-               "library_kernel": ids["cross"], "speedup": 3.0, "ci": [2.0, 2.6], "worst": 3.0, "why": "kernel: faster, [2.00, 2.60]"},
+               "library_kernel": ids["cross"], "speedup": 3.0, "ci": [2.0, 2.6], "worst": 3.0,
+               "why": "kernel: faster, [2.00, 2.60]"},
               {"bucket": "N>=1000", "configs": ["B=3,N=1001"], "kernel": None, "library_kernel": ids["cross"],
                "speedup": 3.0, "ci": [0.8, 1.3], "worst": 3.0, "why": "torch: the interval [0.80, 1.30] does not lie "
                                                                         "above 1"}]
