@@ -1,17 +1,18 @@
 """The assembled op: a run's result as one C-ABI library that dispatches each size bucket to its own kernel, and the
 choice, per bucket, between that kernel and torch.
 
-`choose(buckets, champions, best)` picks the kernels: each judged bucket's champion (`champion.PerBucket`, else the
-geomean best), the geomean best for sizes of no judged bucket — the function a release check hooks (it returns the
-kernels chosen, nothing is built). `source(task, target, buckets, choice)` writes one source that holds every chosen
-kernel in a namespace of its own (`kevolve_k0`, ...; its `extern "C"` dropped, its includes outside the namespace,
-its macros undefined after it) and one `extern "C"` entry point with the task's signature that computes the bucket
-of its sizes against the same boundaries as `Buckets.index` and calls that bucket's kernel. The library is judged
-like any candidate (every configuration, baselines timed afresh), and `decide(buckets, choice, evaluation)` reads
-that judgement: a bucket goes to its kernel only when the kernel is confirmed faster than the faster torch baseline
-there — the interval of its speedup over the bucket lies above 1 — and is at least `FLOOR`× torch on every
-configuration of the bucket; otherwise to torch. By construction the op is then ≥ `FLOOR`× torch on every judged
-size (1× where torch runs).
+`choose(buckets, options, best)` picks the kernels: per judged bucket the fastest of its options — the search gives
+the bucket's champion (`champion.PerBucket`: paired evidence), the fastest judged there, and the best kernel by its
+final judgement, each with its speedup on the bucket — and the best kernel for sizes of no judged bucket: the
+function a release check hooks (it returns the kernels chosen, nothing is built). `source(task, target, buckets,
+choice)` writes one source that holds every chosen kernel in a namespace of its own (`kevolve_k0`, ...; its `extern
+"C"` dropped, its includes outside the namespace, its macros undefined after it) and one `extern "C"` entry point
+with the task's signature that computes the bucket of its sizes against the same boundaries as `Buckets.index` and
+calls that bucket's kernel. The library is judged like any candidate (every configuration, baselines timed afresh),
+and `decide(buckets, choice, evaluation)` reads that judgement: a bucket goes to its kernel only when the kernel is
+confirmed faster than the faster torch baseline there — the interval of its speedup over the bucket lies above 1 —
+and is at least `FLOOR`× torch on every configuration of the bucket; otherwise to torch. By construction the op is
+then ≥ `FLOOR`× torch on every judged size (1× where torch runs).
 
 Guarantees: the dispatch computes the bucket from the sizes alone (scalars and contents never choose a kernel);
 every size reaches exactly one kernel in the library (the default where no bucket was judged), so the library is
@@ -48,12 +49,15 @@ class Choice:
         return self.kernels[dict(self.routes).get(bucket, self.default)]
 
 
-def choose(buckets: Buckets, champions: dict[str, Candidate], best: Candidate) -> Choice:
-    """Each judged bucket's champion (missing: `best`), `best` first and the default."""
+def choose(buckets: Buckets, options: dict[str, list[tuple[Candidate, float]]], best: Candidate) -> Choice:
+    """Per judged bucket, of its `options` (candidate, its speedup there), the fastest — the first among equals —
+    and `best` where it has none; `best` is kernel 0 and the default."""
     kernels = [best]
     routes = []
     for bucket in buckets.judged():
-        c = champions.get(bucket, best)
+        c = best
+        if options.get(bucket):
+            c = max(enumerate(options[bucket]), key=lambda o: (o[1][1], -o[0]))[1][0]
         ids = [k.id for k in kernels]
         if c.id not in ids:
             kernels.append(c)

@@ -38,8 +38,7 @@ def run(finish, line) -> Op | None:
     if plan.buckets is None or not champion.paired or champion.current is None:
         return None
     best, best_ev = finish.confirmed or (champion.current.candidate, champion.current.evaluation)
-    champions = {b: e.candidate for b, e in contest.buckets.current().items()}
-    choice = assemble.choose(plan.buckets, champions, best)
+    choice = assemble.choose(plan.buckets, options(plan.buckets, contest.buckets, best, best_ev), best)
     text = assemble.source(finish.task, plan.target, plan.buckets, choice)
     path = op_path(finish.run_dir, plan.target)
     path.write_text(text)
@@ -66,6 +65,20 @@ def run(finish, line) -> Op | None:
             seconds=round(time.perf_counter() - started, 1), **base)
     _record(finish, op, choice, ev, text)
     return op
+
+
+def options(buckets, per_bucket, best, best_ev) -> dict[str, list]:
+    """Per bucket, the kernels the op may run there with their speedup on it: its champion (paired evidence), the
+    fastest judged there, the best kernel (from its final judgement, baselines afresh)."""
+    out: dict[str, list] = {}
+    champions, best_scores = per_bucket.current(), buckets.fitness(best_ev)
+    for bucket in buckets.judged():
+        for entry in (champions.get(bucket), per_bucket.fastest.get(bucket)):
+            if entry is not None:
+                out.setdefault(bucket, []).append((entry.candidate, entry.fitness))
+        if bucket in best_scores:
+            out.setdefault(bucket, []).append((best, best_scores[bucket]))
+    return out
 
 
 def _record(finish, op: Op, choice: assemble.Choice, evaluation, text: str) -> None:

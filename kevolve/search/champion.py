@@ -115,15 +115,18 @@ class PerBucket:
     """A `Champion` per size bucket (`kevolve.search.buckets`): each ranks by the speedup on its bucket's
     configurations (`Entry.score`) and is replaced, like the geomean's, only on paired evidence timed on that
     bucket's configurations alone. Challenges are taken in turn across the buckets; the caller keeps them to one
-    comparison in flight and to the comparisons' share of the time (the geomean champion's accounting)."""
+    comparison in flight and to the comparisons' share of the time (the geomean champion's accounting). `fastest`
+    is, per bucket, the entry scored highest there by its own judgement, compared or not."""
     champions: dict[str, Champion] = field(default_factory=dict)
     turn: int = 0
-
+    fastest: dict[str, Entry] = field(default_factory=dict)
     waiting: int = 4                       # challengers kept per bucket, the fittest (each holds a library ref)
 
     def offer(self, bucket: str, entry: Entry) -> bool:
         """`entry` (scored on `bucket`) offered to that bucket's champion; True when it is crowned at once. Only
         the `waiting` fittest challengers of a bucket are kept."""
+        if bucket not in self.fastest or entry.fitness > self.fastest[bucket].fitness:
+            self.fastest[bucket] = entry
         champion = self.champions.setdefault(bucket, Champion())
         crowned = champion.offer(entry)
         champion.challengers = sorted(champion.challengers, key=lambda e: -e.fitness)[: self.waiting]

@@ -1,15 +1,15 @@
-"""What a correct verdict leads to, and what else the evaluators do for the search: a correct red-team child is
-saved as a suspected judge bug (`suspects`), never ranked; any other correct child is offered to the champion and,
-scored per size bucket, to each bucket's champion (`champion.PerBucket`; with more than one bucket judged), and
-paired comparisons of a challenger with its champion are sent and recorded (`champion.Champion` decides; a bucket's
+"""What a correct verdict leads to, and what else the evaluators do for the search: a correct red-team child is saved
+as a suspected judge bug (`suspects`), never ranked; any other correct child is offered to the champion and, scored
+per size bucket, to each bucket's champion (`champion.PerBucket`; with more than one bucket judged), and paired
+comparisons of a challenger with its champion are sent and recorded (`champion.Champion` decides; a bucket's
 comparison times that bucket's configurations alone); Nsight Compute profiles of parents (`profile`) are made for
 later prompts on that parent.
 
 Guarantees: the reported best, and each bucket's champion, is replaced only on paired evidence (`Champion.settle`),
 each `compare` event names both kernels, the outcome and the bucket (none: the geomean's); one comparison is in
-flight at a time, the geomean's challengers first, and all of them share `search.compare_share`; a comparison that
-could not be made keeps the champion; a parent is profiled at most once (`profiles[id]` is "" from the moment it
-is asked for), a failed profile leaves prompts without one.
+flight at a time, the geomean's and the buckets' challenges in turn, and all of them share `search.compare_share`; a
+comparison that could not be made keeps the champion; a parent is profiled at most once (`profiles[id]` is "" from
+the moment it is asked for), a failed profile leaves prompts without one.
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ class Contest:
         self.buckets = PerBucket()                  # a champion per size bucket (plan.buckets)
         judged = plan.buckets.judged() if getattr(plan, "buckets", None) is not None else []
         self.sized = len(judged) > 1                # one bucket is the geomean's contest again
+        self.buckets_next = False                   # whose challenge comes next: the buckets' or the geomean's
 
     def routes(self) -> dict:
         """The records this part owns -> (the handler of their result, of their error: no comparison keeps the
@@ -73,9 +74,15 @@ class Contest:
         the comparisons' share of the time."""
         if (self.finishing and not finishing) or self.buckets.pending() is not None:
             return None
-        entry, bucket = self.champion.next_challenge(finishing), None
-        if entry is None and self.champion.pending is None and not finishing and self.champion.within_share():
-            bucket, entry = self.buckets.next_challenge() or (None, None)
+        entry, bucket = None, None
+        for kind in (("bucket", "geomean") if self.buckets_next else ("geomean", "bucket")):
+            if kind == "geomean":
+                entry = self.champion.next_challenge(finishing)
+            elif self.champion.pending is None and not finishing and self.champion.within_share():
+                bucket, entry = self.buckets.next_challenge() or (None, None)
+            if entry is not None:
+                self.buckets_next = kind == "geomean"         # the geomean's and the buckets' challenges alternate
+                break
         if entry is None:
             return None
         best = self.champion.current if bucket is None else self.buckets.champions[bucket].current
@@ -92,9 +99,16 @@ class Contest:
         self.buckets.cancel()
 
     def restore_buckets(self, store) -> None:
-        """A resumed run's bucket champions: each bucket's last `bucket_champion` event, scored again."""
+        """A resumed run's bucket champions (each bucket's last `bucket_champion` event, scored again) and the
+        fastest judged per bucket."""
         if not self.sized:
             return
+        for r in store.finished():
+            if r.correct and r.evaluation and not red_team(r.candidate):
+                ev = Evaluation.from_json(r.evaluation)
+                for bucket, score in self.plan.buckets.fitness(ev).items():
+                    if bucket not in self.buckets.fastest or score > self.buckets.fastest[bucket].fitness:
+                        self.buckets.fastest[bucket] = Entry(r.candidate, ev, score=score)
         for _, _, p in store.events("bucket_champion"):
             try:
                 record = store.get(str(p.get("id")))

@@ -43,7 +43,7 @@ def test_two_variants_of_one_kernel_with_the_same_names_build_as_one_library():
     b = buckets.of(task, "small")
     variant = SEED.replace("constexpr int CHUNK = 4;", "constexpr int CHUNK = 8;")
     variant = variant.replace("#include <cmath>", "#include <cmath>\n#define X 1")
-    choice = assemble.choose(b, {b.judged()[1]: kernel("v", variant)}, kernel("s", SEED))
+    choice = assemble.choose(b, {b.judged()[1]: [(kernel("v", variant), 1.0)]}, kernel("s", SEED))
     text = assemble.source(task, "cpu", b, choice)
     assert text.count('extern "C" int forward(') == 1 and "kevolve_k1::forward" in text
     assert rules.check(text, "cpu").ok
@@ -57,7 +57,7 @@ def test_the_harness_proves_the_dispatch_a_wrong_kernel_fails_exactly_where_it_i
     options = Options(target="cpu", shapes="small", time_kernel=False, reps=5)
 
     def judged(routes: dict[str, Candidate]) -> Evaluation:
-        choice = assemble.choose(b, routes, kernel("seed", SEED))
+        choice = assemble.choose(b, {k: [(c, 1.0)] for k, c in routes.items()}, kernel("seed", SEED))
         return evaluate(task, assemble.source(task, "cpu", b, choice), options)
     assert judged({short: kernel("short", SHORT_ONLY)}).correct            # short rows only: right there
     wrong = judged({long_: kernel("short", SHORT_ONLY)})                   # sent the long rows: caught there
@@ -119,7 +119,7 @@ def test_every_tasks_seeds_assemble_into_one_library_that_builds(target):
         b = buckets.of(task, shapes)
         seeds = [Candidate(id=f"k{i}", source=p.read_text(), operator="seed")
                  for i, p in enumerate(task.seed_paths(target))]
-        choice = assemble.choose(b, {bk: seeds[i % len(seeds)] for i, bk in enumerate(b.judged())}, seeds[0])
+        choice = assemble.choose(b, {bk: [(seeds[i % len(seeds)], 1.0)] for i, bk in enumerate(b.judged())}, seeds[0])
         text = assemble.source(task, target, b, choice)
         verdict = rules.check(text, target)
         built = build.build(text, target, "c", arch="90a" if target == "cuda" else None) if verdict.ok else None
@@ -136,3 +136,12 @@ def test_a_buckets_interval_narrows_with_its_configurations_as_a_joint_bootstrap
     import math
     assert math.log(four[1] / four[0]) == pytest.approx(math.log(1.44 / 1.0) / 2, rel=1e-6)
     assert assemble.bucket_interval([1.2, 1.3], [(1.0, 1.4), None]) is None
+
+
+def test_each_bucket_takes_the_fastest_of_its_options_the_first_among_equals():
+    b = Buckets_of({"B=1,N=100": {"B": 1, "N": 100}, "B=1,N=5000": {"B": 1, "N": 5000}})
+    best, champ, quick = kernel("best", "a"), kernel("champ", "b"), kernel("quick", "c")
+    choice = assemble.choose(b, {"N<1000": [(champ, 1.2), (quick, 1.5), (best, 1.1)],
+                                 "N>=1000": [(champ, 1.3), (best, 1.3)]}, best)
+    assert choice.kernel_of("N<1000").id == "quick" and choice.kernel_of("N>=1000").id == "champ"
+    assert choice.kernels[0].id == "best" and choice.kernel_of("no such bucket").id == "best"

@@ -140,6 +140,7 @@ def test_each_bucket_has_its_champion_replaced_only_on_paired_evidence_and_chall
     assert not per.offer("small", entry("b", 1.5))          # beats a on small sizes: a challenger there
     assert not per.offer("large", entry("b", 1.5))          # slower on large ones: never challenges
     assert not per.offer("small", entry("c", 1.2)) and not per.offer("large", entry("c", 2.5))
+    assert {k: e.candidate.id for k, e in per.fastest.items()} == {"small": "b", "large": "c"}   # compared or not
     first = per.next_challenge()
     assert first is not None and per.pending() == first[0] and per.next_challenge() is None   # one at a time
     per.champions[first[0]].settle(faster(True))
