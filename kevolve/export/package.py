@@ -65,6 +65,7 @@ def op_spec(b: Bundle) -> dict[str, Any]:
             "workspace": t.workspace_bytes, "source": f"csrc/{t.name}{SUFFIX[b.target]}",
             "cflags": [] if cuda else [f for f in GXX_FLAGS if f not in NOT_PASSED],
             "cuda_cflags": [f for f in NVCC_FLAGS if f not in NOT_PASSED] if cuda else [],
+            "arch": b.record.get("arch"),          # nvcc's arch the op was judged with (None: this GPU's)
             "ldflags": [] if cuda else ["-fopenmp"], "edges": edges, "routes": routes,
             "domain": b.record["domain"], "reference": f"reference_{t.name}.py",
             "origin": b.origin, "device": b.record.get("device", ""), "shapes": b.record["shapes"],

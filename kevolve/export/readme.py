@@ -81,7 +81,9 @@ def text(name: str, bundles: list[Bundle], manifest: dict) -> str:
              + (" and nvcc" if target == "cuda" else ""), "```", "",
              "The kernels build on first import (torch's cpp_extension, ninja, the flags they were judged with: "
              f"`{' '.join(manifest['ops'][tasks[0]]['cflags'] or manifest['ops'][tasks[0]]['cuda_cflags'])}`), "
-             "cached under `$KEVOLVE_OPS_BUILD`, else `$TORCH_EXTENSIONS_DIR`, else `~/.cache/torch_extensions`.", "",
+             "cached under `$KEVOLVE_OPS_BUILD`, else `$TORCH_EXTENSIONS_DIR`, else `~/.cache/torch_extensions`."
+             + (" nvcc is torch's: `CUDA_HOME` (set it when the nvcc on PATH is a wrapper outside the toolkit)."
+                if target == "cuda" else ""), "",
              "```python", "import torch", f"import {name}", ""]
     if module and forward is not None:
         lines += [f"{name}.replace(model)               # every torch.nn.{module} of the model now runs the op",

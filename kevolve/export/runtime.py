@@ -70,7 +70,13 @@ def build(spec: dict, package: str):
     and this torch; returns its entry point with the task's C signature."""
     from torch.utils import cpp_extension
     source = HERE / spec["source"]
-    flags = {k: spec.get(k, []) for k in ("cflags", "cuda_cflags", "ldflags")}
+    flags = {k: list(spec.get(k, [])) for k in ("cflags", "cuda_cflags", "ldflags")}
+    if spec["target"] == "cuda":              # the judge's arch (sm_90a: wgmma, TMA), else this GPU's
+        arch = spec.get("arch")
+        if not arch:
+            major, minor = torch.cuda.get_device_capability()
+            arch = f"{major}{minor}" + ("a" if major in (9, 10, 12) else "")
+        flags["cuda_cflags"].append(f"-gencode=arch=compute_{arch},code=sm_{arch}")   # cpp_extension adds no other
     digest = hashlib.sha256(source.read_bytes() + json.dumps(flags).encode() + torch.__version__.encode())
     name = f"{package}_{spec['task']}_{digest.hexdigest()[:12]}"
     root = os.environ.get("KEVOLVE_OPS_BUILD") or os.environ.get("TORCH_EXTENSIONS_DIR") or \

@@ -89,7 +89,7 @@ def _record(finish, op: Op, choice: assemble.Choice, evaluation, text: str) -> N
             "buckets": plan.buckets.as_dict(), "device": evaluation.device if evaluation is not None else "",
             "kernels": [{"index": i, "id": k.id, "operator": k.operator} for i, k in enumerate(choice.kernels)],
             "library_routes": dict(choice.routes), "default": choice.default,
-            "domain": proven.ranges(finish.task, plan.shapes)}
+            "domain": proven.ranges(finish.task, plan.shapes), "arch": plan.arch}
     (Path(finish.run_dir) / MANIFEST).write_text(json.dumps(data, indent=1) + "\n")
     finish.store.log_event(events.Assembled({**data, "source_text": text,
                                              "evaluation": evaluation.to_json() if evaluation else None}))

@@ -180,3 +180,35 @@ def test_from_searches_to_a_model_the_whole_chain(tmp_path):
                           env=env_with(tmp_path / "site", KEVOLVE_OPS="kernels"), cwd=tmp_path, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_cuda_op_builds_with_cpp_extension_where_nvcc_is(tmp_path):
+    """No GPU needed: layernorm_bwd's CUDA seeds assembled into one op, built for sm_90a by the package's runtime
+    (torch's cpp_extension, ninja, nvcc) and loaded — what an export for the GPU does on first import."""
+    import shutil
+
+    from kevolve.export import package
+    from kevolve.judge.build import cuda_home
+    from kevolve.messages import Candidate
+    from kevolve.search import assemble, buckets
+    from kevolve.task.load import load_task
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+    task = load_task("layernorm_bwd")
+    b = buckets.of(task, "bench")
+    seeds = [Candidate(id=f"k{i}", source=p.read_text(), operator="seed")
+             for i, p in enumerate(task.seed_paths("cuda"))]
+    choice = assemble.choose(b, {bk: [(seeds[i % len(seeds)], 1.0)] for i, bk in enumerate(b.judged())}, seeds[0])
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "layernorm_bwd.cu").write_text(assemble.source(task, "cuda", b, choice))
+    shutil.copyfile(ROOT / "kevolve" / "export" / "runtime.py", tmp_path / "_runtime.py")
+    spec = {"task": "layernorm_bwd", "direction": "backward", "target": "cuda", "source": "csrc/layernorm_bwd.cu",
+            "cflags": [], "ldflags": [], "arch": "90a",
+            "cuda_cflags": [f for f in package.NVCC_FLAGS if f not in package.NOT_PASSED],
+            "inputs": [{}] * 4, "outputs": [{}] * 3, "sizes": ["B", "N"], "scalars": [{"type": "float"}]}
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import _runtime; " \
+           f"print(_runtime.build({spec!r}, 'kevolve_cuda_try'))"
+    done = subprocess.run([sys.executable, "-c", code], env=env_with(tmp_path, CUDA_HOME=cuda_home()),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and "_FuncPtr" in done.stdout, done.stderr[-3000:]
