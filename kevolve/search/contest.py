@@ -54,6 +54,7 @@ class Contest:
         """A judgement's verdict, once recorded: a correct red-team child is saved (`suspects`: for a regression
         test, reported); any other correct one is the champion at once (none yet, or unpaired), or a challenger."""
         c = job.candidate
+        self.champion.spent(judging=ev.eval_seconds)   # what the comparisons' share is measured against
         if ev.correct and red_team(c):
             folder = suspects.save(self.run_dir, c, ev, SUFFIX[self.plan.target])
             self.suspects.append(c.id)

@@ -206,3 +206,23 @@ def test_a_buckets_comparison_times_that_buckets_configurations_alone():
     assert got.failure is None and got.configs == ("B=4,N=256/random/s0",), got
     nothing = compare(task, lib, lib, options, only=("B=9,N=9",))
     assert nothing.failure and "no configuration" in nothing.failure
+
+
+def test_every_judgement_counts_toward_the_time_comparisons_may_take_a_share_of():
+    """The comparisons' share (`search.compare_share`) is of the evaluators' judging time: a search whose contest
+    never counted it made one comparison and no more (compare_s > share × (compare_s + 0))."""
+    from kevolve.config import from_hydra
+    from kevolve.search.champion import Champion
+    from kevolve.search.contest import Contest
+    from kevolve.search.jobs import Built, Judging, Tally
+    from kevolve.search.plan import resolve
+    task = load_task("layernorm_bwd")
+    plan = resolve(from_hydra({"task": {"name": "layernorm_bwd"}, "resources": {"target": "cpu"}}), task, {"CPU": 2})
+    champion = Champion(share=0.25)
+    champion.spent(comparing=40.0)
+    assert not champion.within_share()
+    contest = Contest(plan, None, None, None, champion, Tally(), lambda c, e: None)
+    failed = Evaluation("layernorm_bwd", "cpu", "c", "small", True, False, "wrong", eval_seconds=30.0)
+    for _ in range(5):
+        contest.judged(Judging(Built(Candidate(id="x", source=""), None, None), 0), failed)
+    assert champion.judge_s == 150.0 and champion.within_share()        # 40 <= 0.25 * 190
