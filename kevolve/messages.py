@@ -169,6 +169,34 @@ class Best:
 
 
 @dataclass(frozen=True)
+class OpRoute:
+    """One size bucket of the assembled op (`kevolve.search.assemble`): the kernel it runs, or torch (`kernel`
+    None), and the numbers that decided it, from the op's own judgement."""
+    bucket: str
+    configs: tuple[str, ...]         # the shape ids of the bucket that were judged
+    kernel: str | None               # the candidate that runs these sizes; None: torch does
+    library_kernel: str              # the candidate the op's library calls for these sizes (judged correct there)
+    speedup: float | None            # that kernel's speedup over the faster torch baseline here (geomean)
+    ci: tuple[float, float] | None = None   # its 95% interval (conservative: the configurations' bounds' geomean)
+    worst: float | None = None       # its smallest speedup on one configuration of the bucket
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Op:
+    """The run's result: one library dispatching each size bucket to its kernel, torch where none is confirmed
+    faster, judged as a whole (every configuration correct, baselines timed afresh)."""
+    correct: bool
+    source: str                      # the file the run wrote it to (op.cu / op.cpp)
+    kernels: tuple[str, ...] = ()    # the candidates in the library, kevolve_k0 first (the geomean best)
+    routes: tuple[OpRoute, ...] = ()
+    speedup: float | None = None     # geomean over the judged configurations: the kernel's where it runs, 1 for torch
+    best_speedup: float | None = None   # the best single kernel's, from its own final judgement
+    failure: str | None = None       # why the op could not be built or judged correct (the best kernel stands alone)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """What a search reports when it ends: printed as a table and, as the last line, `as_dict()` in JSON."""
     run_dir: str
@@ -195,6 +223,7 @@ class RunSummary:
     unfinished: tuple[str, ...] = ()  # judgements the budget cut off: how long each ran, in which phase
     not_released: tuple[str, ...] = ()   # with search.release, when no candidate passed it: each one tried, and why
                                          # (`best` is then None: the run names no kernel)
+    op: Op | None = None             # the assembled op (None: no correct kernel, or a fixed stream of sources)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -207,4 +236,6 @@ class RunSummary:
             d["best"]["speedup_ci"] = list(d["best"]["speedup_ci"]) if d["best"]["speedup_ci"] else None
             if not d["best"]["not_confirmed"]:
                 del d["best"]["not_confirmed"]
+        if d["op"] is not None:                      # JSON's lists, as the store gives them back
+            d["op"] = json.loads(json.dumps(d["op"]))
         return d

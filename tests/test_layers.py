@@ -18,6 +18,7 @@ PACKAGE = ROOT / "kevolve"
 # top to bottom: a module may import its own package and anything below its layer
 LAYERS = [
     ["cli"],
+    ["export"],
     ["report"],
     ["search"],
     ["tracking"],

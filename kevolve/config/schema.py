@@ -58,6 +58,9 @@ class PopulationConfig:
                         (kevolve/search/llm_defaults.py): with llm=none knob alone, with an LLM the paper's pipeline.
     inspiration_rate:   the probability that a proposal carries inspirations from the archive (0–1).
     inspirations:       how many it carries then (≥ 1).
+    bucket_parents:     the probability that a parent is drawn from the size buckets' champions (the fastest
+                        correct kernel of each bucket, `kevolve.search.buckets`) instead of the tournament (0–1):
+                        lets a kernel that wins on some sizes only have children; 0 = geomean fitness alone.
     """
     islands: int = 2
     archive_size: int = 16
@@ -69,6 +72,7 @@ class PopulationConfig:
     operators: dict[str, Optional[float]] = field(default_factory=lambda: dict.fromkeys(OPERATORS))
     inspiration_rate: float = 0.3
     inspirations: int = 1
+    bucket_parents: float = 0.25
 
     def __post_init__(self):
         def need(ok: bool, key: str, accepts: str) -> None:
@@ -80,6 +84,7 @@ class PopulationConfig:
             need(isinstance(value, int) and not isinstance(value, bool) and value >= 1, key, "an integer >= 1")
         need(isinstance(self.usage_penalty, (int, float)) and self.usage_penalty >= 0, "usage_penalty", "a number >= 0")
         need(0 <= self.inspiration_rate <= 1, "inspiration_rate", "a probability in [0, 1]")
+        need(0 <= self.bucket_parents <= 1, "bucket_parents", "a probability in [0, 1]")
         ops = self.operators
         given = [w for w in ops.values() if w is not None]
         need(all(isinstance(w, (int, float)) and w >= 0 for w in given), "operators",

@@ -51,6 +51,8 @@ class Measurement:
     launch_bound: bool = False      # the kernel's or best torch's device time is within its launch cost
     checked_calls: int = 0          # timed and warm-up kernel calls whose outputs were checked
     canary_calls: int = 0           # timed calls of the kernel that carried the canary: checked, not in `kernel`
+    speedup_ci: tuple | None = None  # 95% bootstrap interval of speedup("best") over this configuration's samples
+                                    # (paired where the baselines were timed interleaved: judge.evaluator.noise)
 
     def baseline(self, name: str) -> Stats | None:
         return {"eager": self.eager, "compile": self.compile, "compile-max-autotune": self.autotune}.get(name)
@@ -149,6 +151,8 @@ class Evaluation:
             for k in ("kernel", "eager", "compile", "autotune"):
                 m[k] = Stats(**m[k]) if m.get(k) else None
             m["latency"] = {k: Stats(**v) for k, v in m.get("latency", {}).items()}
+            if m.get("speedup_ci"):
+                m["speedup_ci"] = tuple(m["speedup_ci"])
             return Measurement(**m)
         if d.get("speedup_ci"):
             d["speedup_ci"] = tuple(d["speedup_ci"])

@@ -84,6 +84,15 @@ class Compare(Event):
     ci: Any = None
     failure: str | None = None
     seconds: float | None = None
+    bucket: str | None = None           # a size bucket's champion was challenged (None: the geomean's)
+
+
+@dataclass(frozen=True)
+class BucketChampion(Event):
+    KIND: ClassVar[str] = "bucket_champion"
+    bucket: str = ""
+    id: str = ""
+    speedup: float = 0.0                # over the faster torch baseline on the bucket's configurations
 
 
 @dataclass(frozen=True)
@@ -158,6 +167,12 @@ class Finish(Event):
 
 
 @dataclass(frozen=True)
+class Assembled(Event):
+    KIND: ClassVar[str] = "assembled"
+    data: Mapping[str, Any] = field(default_factory=dict)     # kevolve.search.assembly: the op and its judgement
+
+
+@dataclass(frozen=True)
 class Plan(Event):
     KIND: ClassVar[str] = "plan"
     data: Mapping[str, Any] = field(default_factory=dict)
@@ -176,8 +191,8 @@ class Progress(Event):
 
 
 EVENTS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
-    Resume, Stop, Retry, MutationFailed, SuspectedJudgeBug, Champion, Compare, Confirm, Release, Profile, CutOff,
-    UnrecordedSpend, Tracker, TrackerFailed, Finish, Plan, Pacing, Progress)}
+    Resume, Stop, Retry, MutationFailed, SuspectedJudgeBug, Champion, BucketChampion, Compare, Confirm, Release,
+    Profile, CutOff, UnrecordedSpend, Tracker, TrackerFailed, Finish, Assembled, Plan, Pacing, Progress)}
 _OPEN = ("data",)                       # the field of an open event, stored flat
 
 

@@ -7,12 +7,15 @@ source the run wrote to `best.cu`/`best.cpp` (`search.finish.Finish.best_path`).
 bytes unchanged, and `best/<target>.md`: a YAML front matter of its numbers (read back by `numbers(path)`: task,
 target, speedups and their interval, device, shapes, run, dates), then the command that produced the run, the
 configuration it set beside the defaults, and the final judgement per configuration (kernel, eager and compile
-times, speedups).
+times, speedups). A run whose assembled op (`kevolve.search.assembly`) was judged correct also gives `best/op/<target>.
+<ext>` (the op's one source) and `best/op/<target>.json` (its record: buckets, routes, numbers, judgement; what
+`python -m kevolve.export tasks/<task>/best` reads), and the .md a section on the op per size bucket.
 
-Guarantees: nothing is written unless the run finished with a confirmed correct best; an existing best of the
+Guarantees: nothing is written unless the run finished with a confirmed correct best (and nothing of the op unless
+it was judged correct); an existing best of the
 same target with a higher recorded speedup (or none recorded) is kept unless `force`, the message giving both;
-the .md holds no secret — the config and the command pass `record.scrub` (values of keys that name a secret,
-and of secret-named environment variables), and the whole text once more.
+the .md (and the op's .json) holds no secret — the config and the command pass `record.scrub` (values of keys that
+name a secret, and of secret-named environment variables), and the whole text once more.
 Not guaranteed: that two speedups compare (another device, another shape set: the refusal names both devices).
 """
 from __future__ import annotations
@@ -91,6 +94,8 @@ def promote(run_dir: str | Path, force: bool = False, task: str | Path | None = 
         confirms = [p for _, _, p in store.events("confirm") if p.get("id") == best["id"] and p.get("correct")]
         record = store.get(best["id"])
         counts = store.counts()
+        assembled = [p for _, _, p in store.events("assembled")]
+    op = assembled[-1] if assembled and (assembled[-1].get("op") or {}).get("correct") else None
     if not confirms or not confirms[-1].get("evaluation"):
         raise PromotionError(f"{run_dir}: no correct final judgement of the best {best['id']} in the store")
     ev = Evaluation.from_json(confirms[-1]["evaluation"])
@@ -107,10 +112,18 @@ def promote(run_dir: str | Path, force: bool = False, task: str | Path | None = 
             + f" (on {was.get('device', 'an unknown device')}); this run's is "
             + (f"{ev.speedup:.3f}x" if ev.speedup is not None else "unknown") + f" (on {ev.device or target}): "
             "kept. Pass --force to replace it")
-    notes = notes_text(t, ev, record, meta, run_dir, counts)
+    notes = notes_text(t, ev, record, meta, run_dir, counts) + (op_notes(op) if op else "")
     folder.mkdir(exist_ok=True)
     kernel.write_bytes(source)
     kernel.with_suffix(".md").write_text(notes)
+    if op is not None:
+        (folder / "op").mkdir(exist_ok=True)
+        op_file = run_dir / f"op{SUFFIX_OF[target]}"          # where the store has no source (older runs)
+        (folder / "op" / f"{target}{SUFFIX_OF[target]}").write_text(op.get("source_text") or op_file.read_text())
+        kept = {k: v for k, v in op.items() if k != "source_text"}
+        from kevolve.record.scrub import scrub_text
+        (folder / "op" / f"{target}.json").write_text(scrub_text(json.dumps({**kept, "run_dir": str(run_dir)},
+                                                                            indent=1)) + "\n")
     return Promoted(kernel, kernel.with_suffix(".md"), ev.speedup, old)
 
 
@@ -189,6 +202,26 @@ def notes_text(task: Task, ev, record, meta: dict, run_dir: Path, counts: dict[s
     return scrub_text("\n".join(lines))
 
 
+def op_notes(op: dict) -> str:
+    """The .md's section on the run's assembled op: per size bucket, what runs it and why."""
+    o = op["op"]
+    rows = [[r["bucket"], f"`{r['kernel']}`" if r["kernel"] else "torch", _x(r["speedup"]),
+             f"{r['ci'][0]:.2f}-{r['ci'][1]:.2f}" if r.get("ci") else "-", _x(r.get("worst")), r["why"]]
+            for r in o["routes"]]
+    header = ["bucket", "runs", "kernel vs best torch", "95% interval", "worst size", "why"]
+    table = ["| " + " | ".join(r) + " |" for r in [header, ["---"] * len(header), *rows]]
+    return "\n".join(["", "## The assembled op", "",
+                      f"`op/{op['target']}{SUFFIX_OF[op['target']]}` (its record: `op/{op['target']}.json`): the "
+                      f"run's result as one op, judged as a whole on {op.get('device') or op['target']} (baselines "
+                      f"interleaved): each size bucket runs its kernel where it was confirmed faster than the faster "
+                      f"torch baseline, torch elsewhere. Its geomean: {_x(o.get('speedup'))} over the faster torch "
+                      f"baseline (1.00x where torch runs), against {_x(o.get('best_speedup'))} for the best single "
+                      "kernel. `python -m kevolve.export` makes a torch package of it.", "", *table, ""])
+
+
+SUFFIX_OF = {"cpu": ".cpp", "cuda": ".cu"}
+
+
 def overrides(config: dict) -> list[str]:
     """`key=value` for every field of a run's config that differs from what `python -m kevolve` composes by default
     (conf/config.yaml and its groups' defaults), in the Hydra override syntax; the run's own directory left out."""
@@ -220,6 +253,8 @@ def _defaults() -> dict:
     from kevolve.config import Config, from_hydra
     if GlobalHydra.instance().is_initialized():          # inside a Hydra app: the schema's defaults
         return OmegaConf.to_container(OmegaConf.structured(Config))
+    from kevolve.config import hydra as hydra_setup
+    hydra_setup.install()                   # the schema conf/config.yaml starts from (else Hydra cannot compose it)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose(config_name="config")
     return OmegaConf.to_container(OmegaConf.structured(from_hydra(cfg)))

@@ -13,6 +13,7 @@ search writing it goes on) into a `Run`; the functions below derive what the rep
 - `lineage(records)`: one row per edge parent → child (roots with parent ""), for tables that rebuild the tree;
 - `run_dirs(paths)`: run directories among paths (a multirun directory stands for the runs below it);
 - `plan(run)`, `search_kind(run)`: what a run turned on (mode, LLM operators or knob only, verifiers, budget);
+- `op(run)`: the run's assembled op (`messages.Op`) and its judgement, from its last `assembled` event;
 - `compared(runs)`: runs side by side at the same budget — each one's best within the first n verdicts (n: the
   fewest any of them reached), LLM calls, LLM-made candidates, spend — and the configuration keys that differ.
 
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kevolve.judge.results import Evaluation
+from kevolve.messages import Op, OpRoute
 from kevolve.record.read import Record
 from kevolve.record.store import DB_NAME, Store
 
@@ -141,6 +143,19 @@ def best_evaluation(run: Run) -> Evaluation | None:
         return Evaluation.from_json(confirmed["evaluation"])
     b = best(run)
     return Evaluation.from_json(b.evaluation) if b and b.evaluation else None
+
+
+def op(run: Run) -> tuple[Op, Evaluation | None] | None:
+    """The run's assembled op and its judgement (the last `assembled` event); None when it has none."""
+    found = [p for _, kind, p in run.events if kind == "assembled" and isinstance(p, dict) and p.get("op")]
+    if not found:
+        return None
+    d = dict(found[-1]["op"])
+    d["routes"] = tuple(OpRoute(**{**r, "configs": tuple(r["configs"]), "ci": tuple(r["ci"]) if r.get("ci") else None})
+                        for r in d.get("routes") or ())
+    d["kernels"] = tuple(d.get("kernels") or ())
+    text = found[-1].get("evaluation")
+    return Op(**d), Evaluation.from_json(text) if text else None
 
 
 def ancestry(run: Run, cid: str) -> tuple[list[Record], list[tuple[str, str, str]]]:

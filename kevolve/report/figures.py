@@ -8,7 +8,9 @@ kernel, no LLM verdicts); `png(fig)` gives its PNG bytes and closes it.
   kernel and the memory floor (log scale);
 - `lineage(run, id)`: the ancestry of a candidate, generation by generation, the operator on each edge;
 - `rates(run)`: per operator and per model, the share of candidates in each outcome, with counts;
-- `confusion(counts)`: one 2×2 matrix per LLM verifier (its verdict against the judge's).
+- `confusion(counts)`: one 2×2 matrix per LLM verifier (its verdict against the judge's);
+- `op(op, ev)`: the assembled op per timed configuration: the library kernel's speedup over the faster torch
+  baseline with its 95% interval, coloured by what runs the size (its kernel, or torch), torch's 1x line.
 
 Guaranteed: pure functions of their arguments; no file written, no network. Not guaranteed: legibility of a
 lineage hundreds of generations deep (it is drawn, small).
@@ -139,6 +141,34 @@ def rates(run: data.Run) -> Figure | None:
         ax.set_title(f"outcomes per {key}")
         ax.set_xlabel("share of candidates")
     axes[0].legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, -0.45), ncol=5)
+    return fig
+
+
+def op(op, ev: Evaluation | None) -> Figure | None:
+    """The assembled op per size (see the module)."""
+    if op is None or not op.correct or ev is None:
+        return None
+    bucket_of = {c: r for r in op.routes for c in r.configs}
+    timed = [(m, bucket_of[m.shape]) for m in ev.measurements if m.kernel is not None and m.shape in bucket_of
+             and m.speedup("best")]
+    if not timed:
+        return None
+    timed.sort(key=lambda mr: (op.routes.index(mr[1]), mr[0].shape))
+    fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(timed) + 3), 4.2))
+    for i, (m, r) in enumerate(timed):
+        s = m.speedup("best")
+        lo, hi = m.speedup_ci or (s, s)
+        ax.bar(i, s, 0.7, color=COLORS["kernel"] if r.kernel else COLORS["eager"])
+        ax.errorbar(i, s, yerr=[[max(0.0, s - lo)], [max(0.0, hi - s)]], color="black", capsize=3, lw=0.8)
+        ax.text(i, max(s, hi) * 1.02, r.kernel[:6] if r.kernel else "torch", ha="center", fontsize=7, rotation=90)
+    ax.axhline(1.0, color="black", lw=0.8, ls=":")
+    ax.set_ylim(0, 1.3 * max(max(m.speedup_ci or (0, m.speedup("best"))) for m, _ in timed))
+    ax.set_xticks(range(len(timed)), [f"{m.shape} [{r.bucket}]" for m, r in timed], rotation=40, ha="right",
+                  fontsize=7)
+    ax.set_ylabel("library kernel over the faster torch baseline")
+    ax.set_title(f"the assembled op per size: {op.speedup:.2f}x geomean (torch 1x where grey), best single kernel "
+                 f"{op.best_speedup or 0:.2f}x", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
     return fig
 
 

@@ -23,7 +23,7 @@ from typing import Callable
 
 from kevolve.progress import bar
 from kevolve.report import data, figures
-from kevolve.report.tables import config_rows
+from kevolve.report.tables import config_rows, op_rows
 from kevolve.record import read
 from kevolve.record.scrub import scrub, scrub_text
 
@@ -135,6 +135,7 @@ def _run(page: Page, run: data.Run, prefix: str) -> None:
     if ev and ev.correct:
         header, rows = config_rows(ev, label="best")
         page.add(_table(header, rows))
+    _op(page, run, prefix)
     page.figure(f"{prefix}lineage", figures.lineage(run, best.candidate.id if best else None),
                 "where the best kernel came from: its ancestors by generation, the operator on each edge")
     page.figure(f"{prefix}rates", figures.rates(run), "outcomes per operator and per model (n: candidates judged)")
@@ -145,6 +146,27 @@ def _run(page: Page, run: data.Run, prefix: str) -> None:
     config = scrub(run.meta.get("config") or {})
     page.add("<details><summary>resolved "
              f"configuration</summary><pre>{_e(json.dumps(config, indent=1))}</pre></details>")
+
+
+def _op(page: Page, run: data.Run, prefix: str) -> None:
+    """The assembled op: per size, its bucket, what runs it (a kernel or torch) and the numbers that decided it."""
+    found = data.op(run)
+    if found is None:
+        return
+    op, ev = found
+    page.add("<h3>The assembled op</h3>")
+    if not op.correct:
+        page.add(f"<p>Not used: {_e(scrub_text(op.failure or ''))}; the best kernel stands alone.</p>")
+        return
+    page.add(f"<p>The run's result: one library ({len(op.kernels)} kernel(s)), judged as a whole with the baselines "
+             f"interleaved; each size bucket runs its kernel where the 95% interval of its speedup over the faster "
+             f"torch baseline lies above 1 and every size is at least 0.98x, torch elsewhere. Geomean "
+             f"<b>{_x(op.speedup)}</b> (1.00x where torch runs) against <b>{_x(op.best_speedup)}</b> for the best "
+             f"single kernel.</p>")
+    page.figure(f"{prefix}op", figures.op(op, ev), "the assembled op per size: the library kernel's speedup over the "
+                "faster torch baseline with its 95% interval; teal: the kernel runs these sizes, grey: torch does")
+    header, rows = op_rows(op, ev)
+    page.add(_table(header, rows))
 
 
 def _diff(page: Page, run: data.Run, best) -> None:

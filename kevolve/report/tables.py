@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kevolve.judge.results import Evaluation
-from kevolve.messages import RunSummary
+from kevolve.messages import Op, RunSummary
 
 
 def _ms(x: float | None) -> str:
@@ -100,6 +100,39 @@ def evaluation_report(ev: Evaluation) -> str:
     return "\n".join(lines)
 
 
+def op_rows(op: Op, ev: Evaluation | None) -> tuple[list[str], list[list[str]]]:
+    """The assembled op per size: one row per timed configuration of its judgement — its bucket, what runs it (a
+    kernel, or torch), the op's speedup over the faster torch baseline (1.00x where torch runs) and the kernel's
+    own with its 95% interval (the library's kernel, measured also where torch was chosen)."""
+    header = ["bucket", "configuration", "runs", "op", "kernel", "kernel 95%", "decided"]
+    bucket_of = {c: r for r in op.routes for c in r.configs}
+    rows = []
+    for m in (ev.measurements if ev is not None else ()):
+        r = bucket_of.get(m.shape)
+        if m.kernel is None or r is None:
+            continue
+        s = m.speedup("best")
+        ci = f"{m.speedup_ci[0]:.2f}-{m.speedup_ci[1]:.2f}" if m.speedup_ci else "-"
+        rows.append([r.bucket, m.shape + (" (held out)" if m.heldout else ""), r.kernel or "torch",
+                     _x(s if r.kernel else 1.0), _x(s), ci, r.why])
+    return header, rows
+
+
+def op_text(op: Op, ev: Evaluation | None) -> list[str]:
+    """The lines the summary prints for the assembled op."""
+    if not op.correct:
+        return [f"assembled op ({op.source}): not used — {(op.failure or '')[:400]}; the best kernel stands alone"]
+    header, rows = op_rows(op, ev)
+    kernels = sorted({r.kernel for r in op.routes if r.kernel})
+    lines = [f"the assembled op ({op.source}), judged as a whole ({len(op.kernels)} kernel(s) in its library), "
+             f"baselines interleaved: per size, its bucket's kernel where that kernel is confirmed faster than the "
+             f"faster torch baseline (interval above 1, every size >= 0.98x), else torch:", table(rows, header)]
+    lines.append(f"op {_x(op.speedup)} over the faster torch baseline (geomean over {len(rows)} sizes, torch's "
+                 f"1.00x where it runs; kernels {', '.join(kernels) or 'none'}), against {_x(op.best_speedup)} for the "
+                 f"best single kernel")
+    return lines
+
+
 def summary_text(summary: RunSummary, store_dir: Path) -> str:
     """The table people read at the end: the best kernel per configuration, then where things are."""
     lines = []
@@ -126,6 +159,8 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
                          + ", ".join(best.ties))
         if best.not_confirmed and best.confirmed:
             lines.append("better candidates failed when judged again: " + "; ".join(best.not_confirmed)[:600])
+        if summary.op is not None:
+            lines += op_text(summary.op, _op_evaluation(store_dir))
     elif summary.not_released:
         lines.append("no kernel was released: every candidate tried failed the release check or its confirmation: "
                      + "; ".join(summary.not_released)[:1200])
@@ -155,4 +190,16 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
                      f"{', '.join(summary.suspected_judge_bugs)} (saved in {summary.run_dir}/suspected_judge_bugs/)")
     if best:
         lines.append(f"best kernel: {best.kernel}")
+    if summary.op is not None and summary.op.correct:
+        lines.append(f"assembled op: {summary.op.source} (python -m kevolve.export {summary.run_dir} -o DIR: a "
+                     "torch op package)")
     return "\n".join(lines)
+
+
+def _op_evaluation(store_dir: Path) -> Evaluation | None:
+    """The op's judgement, from the run's last `assembled` event."""
+    from kevolve.record.store import Store
+    with Store.open(store_dir, readonly=True) as store:
+        found = [p for _, _, p in store.events("assembled")]
+    text = found[-1].get("evaluation") if found else None
+    return Evaluation.from_json(text) if text else None

@@ -187,12 +187,14 @@ class Evaluator:
         path = builder.install(key, lib, self.cache_dir)
         return release(self.task, str(path), self.options, count, module=module)
 
-    def compare(self, a: Build, lib_a: bytes, b: Build, lib_b: bytes) -> Comparison:
+    def compare(self, a: Build, lib_a: bytes, b: Build, lib_b: bytes,
+                only: tuple[str, ...] | None = None) -> Comparison:
         """Kernels a and b (Builds and bytes, resolved by Ray from the driver's refs) timed paired and
-        interleaved in one fresh worker, every call of both checked (`judge.evaluator.harness.compare`)."""
+        interleaved in one fresh worker, every call of both checked (`judge.evaluator.harness.compare`); `only`:
+        the shape ids to time (a size bucket's), else all."""
         path_a, path_b = builder.install(a.key, lib_a, self.cache_dir), builder.install(b.key, lib_b, self.cache_dir)
         return compare(self.task, str(path_a), str(path_b), self.options, a.module_name, b.module_name,
-                       reuse=self.reuse)
+                       reuse=self.reuse, only=only)
 
     def profile(self, b: Build, lib: bytes, ncu: str) -> ncu_profile.Profile:
         """The kernel of Build `b` (bytes resolved by Ray) profiled by Nsight Compute (`search.profile`)."""

@@ -12,6 +12,9 @@ fittest first, and one that no longer beats the bar when its turn comes is dropp
 `share` of the evaluators' time (`search.compare_share`): past it, challengers wait for judgements to catch up,
 and the fittest one left is compared at the finish (`finishing`).
 
+`PerBucket` keeps a champion per size bucket in the same way, each ranked by the speedup on its bucket's
+configurations and compared on those alone: the fastest kernel per size is kept whatever its geomean.
+
 Pure bookkeeping: no Ray, no timing. Not guaranteed: that the champion is the fittest candidate of the
 population (that ranking, by single judgements, still chooses parents).
 """
@@ -30,6 +33,11 @@ class Entry:
     evaluation: Evaluation
     build: Any = None          # a Build, or a ref to one (Ray resolves either); None until rebuilt
     lib: Any = None            # a ref to the library's bytes; None until rebuilt
+    score: float | None = None  # what this contest ranks by (a size bucket's speedup); None: the geomean fitness
+
+    @property
+    def fitness(self) -> float:
+        return self.evaluation.fitness if self.score is None else self.score
 
 
 @dataclass
@@ -48,16 +56,16 @@ class Champion:
     def offer(self, entry: Entry) -> bool:
         """A correct candidate's verdict. True when it is crowned at once (there was no champion, or it is
         fitter and comparisons are off)."""
-        if self.current is None or (not self.paired and entry.evaluation.fitness > self.current.evaluation.fitness):
+        if self.current is None or (not self.paired and entry.fitness > self.current.fitness):
             self.crown(entry)
             return True
-        if entry.evaluation.fitness > self.bar:
+        if entry.fitness > self.bar:
             self.challengers.append(entry)
         return False
 
     def crown(self, entry: Entry) -> None:
         """`entry` is the champion now (also a champion restored on resume); the bar is its fitness."""
-        self.current, self.bar, self.ties = entry, entry.evaluation.fitness, []
+        self.current, self.bar, self.ties = entry, entry.fitness, []
 
     def spent(self, judging: float = 0.0, comparing: float = 0.0) -> None:
         """Evaluator seconds spent on a judgement or a comparison: what `share` is measured against."""
@@ -73,10 +81,10 @@ class Champion:
         the bar any more."""
         if self.pending is not None or self.current is None or not (finishing or self.within_share()):
             return None
-        self.challengers.sort(key=lambda e: -e.evaluation.fitness)
+        self.challengers.sort(key=lambda e: -e.fitness)
         while self.challengers:
             entry = self.challengers.pop(0)
-            if entry.evaluation.fitness > self.bar:
+            if entry.fitness > self.bar:
                 self.pending = entry
                 return entry
         return None
@@ -91,7 +99,7 @@ class Champion:
             return "replaced"
         if comparison is not None and comparison.failure is None and comparison.indistinguishable:
             self.ties.append(entry.candidate.id)
-            self.bar = max(self.bar, entry.evaluation.fitness)
+            self.bar = max(self.bar, entry.fitness)
             return "tie"
         return "kept"
 
@@ -100,3 +108,50 @@ class Champion:
         if self.pending is not None:
             self.challengers.append(self.pending)
             self.pending = None
+
+
+@dataclass
+class PerBucket:
+    """A `Champion` per size bucket (`kevolve.search.buckets`): each ranks by the speedup on its bucket's
+    configurations (`Entry.score`) and is replaced, like the geomean's, only on paired evidence timed on that
+    bucket's configurations alone. Challenges are taken in turn across the buckets; the caller keeps them to one
+    comparison in flight and to the comparisons' share of the time (the geomean champion's accounting). `fastest`
+    is, per bucket, the entry scored highest there by its own judgement, compared or not."""
+    champions: dict[str, Champion] = field(default_factory=dict)
+    turn: int = 0
+    fastest: dict[str, Entry] = field(default_factory=dict)
+    waiting: int = 4                       # challengers kept per bucket, the fittest (each holds a library ref)
+
+    def offer(self, bucket: str, entry: Entry) -> bool:
+        """`entry` (scored on `bucket`) offered to that bucket's champion; True when it is crowned at once. Only
+        the `waiting` fittest challengers of a bucket are kept."""
+        if bucket not in self.fastest or entry.fitness > self.fastest[bucket].fitness:
+            self.fastest[bucket] = entry
+        champion = self.champions.setdefault(bucket, Champion())
+        crowned = champion.offer(entry)
+        champion.challengers = sorted(champion.challengers, key=lambda e: -e.fitness)[: self.waiting]
+        return crowned
+
+    def pending(self) -> str | None:
+        """The bucket whose comparison is in flight, if any."""
+        return next((b for b, c in self.champions.items() if c.pending is not None), None)
+
+    def next_challenge(self) -> tuple[str, Entry] | None:
+        """The next bucket in turn with a challenger that beats its bar, and that challenger (now pending)."""
+        if self.pending() is not None:
+            return None
+        names = sorted(self.champions)
+        for k in range(len(names)):
+            bucket = names[(self.turn + k) % len(names)]
+            entry = self.champions[bucket].next_challenge(finishing=True)    # the caller keeps to the share
+            if entry is not None:
+                self.turn = (self.turn + k + 1) % len(names)
+                return bucket, entry
+        return None
+
+    def current(self) -> dict[str, Entry]:
+        return {b: c.current for b, c in self.champions.items() if c.current is not None}
+
+    def cancel(self) -> None:
+        for c in self.champions.values():
+            c.cancel()

@@ -192,7 +192,7 @@ class Driver:
     def cancel_in_flight(self) -> None:
         """Cancels everything in flight; those candidates stay unfinished in the store (resume re-queues them)."""
         self.pipeline.cancel()
-        self.contest.champion.cancel()
+        self.contest.cancel()
 
     def release_actors(self) -> None:
         """Frees this run's actors (a multirun starts the next job in the same Ray)."""

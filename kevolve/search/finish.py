@@ -1,5 +1,6 @@
 """What a run tells its user: the progress line while it runs, the best judged once more at its end, the best
-kernel's file, and the summary (`messages.RunSummary`) it returns and hands to the tracker. It reads the parts it
+kernel's file, the op assembled from the size buckets' champions and judged as a whole (`search.assembly`), and the
+summary (`messages.RunSummary`) it returns and hands to the tracker. It reads the parts it
 is given (the tally, the pool, the pipeline, the champion, ...), decides nothing about the search.
 
 Guarantees: the reported numbers of the best come from a judgement with baselines timed afresh (`confirm`) when it
@@ -17,6 +18,7 @@ import ray
 from kevolve.judge.build import SUFFIX
 from kevolve.judge.results import Evaluation, Release
 from kevolve.messages import Best, Candidate, RunSummary
+from kevolve.search import assembly
 from kevolve.search.contest import Contest
 from kevolve.search.jobs import Tally
 from kevolve.record import events
@@ -46,6 +48,7 @@ class Finish:
         self.confirmed: tuple[Candidate, Evaluation] | None = None   # the best, judged again, baselines interleaved
         self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
         self.released: tuple[str, Release] | None = None   # (candidate id, its release check) that passed
+        self.op = None                             # the assembled op (kevolve.search.assembly), once judged
         self.last_progress = 0.0
 
     @property
@@ -56,6 +59,12 @@ class Finish:
         self.best_path.write_text(c.source)
 
     def confirm(self, advance, line, tries: int = 5) -> None:
+        """The best confirmed (`confirm_best`), then the op assembled from the size buckets' champions and judged
+        as a whole (`search.assembly`)."""
+        self.confirm_best(advance, line, tries)
+        self.op = assembly.run(self, line)
+
+    def confirm_best(self, advance, line, tries: int = 5) -> None:
         """Judges the best candidate once more, its baselines timed afresh (before it loads, and interleaved) as
         `python -m kevolve.evaluate` does: the search ranks with baseline times up to `search.baseline_refresh_s`
         old, and the numbers it reports come from this judgement. A best that is not correct again (a race, say)
@@ -170,7 +179,7 @@ class Finish:
                 release=self.released[1].line() if self.released is not None else ""),
             spend_usd=round(spend.spent, 6), llm_calls=spend.calls, verifiers=verifiers,
             gpu_seconds_saved=saved, suspected_judge_bugs=tuple(suspects), unfinished=tuple(t.unfinished),
-            not_released=not_released)
+            not_released=not_released, op=self.op)
         self.tracker.finish(summary.as_dict())
         return summary
 

@@ -118,6 +118,7 @@ class Comparing:
     evaluator: int
     retries: ClassVar[int] = 0
     started: float = field(default_factory=_now)
+    bucket: str | None = None                # a size bucket's champion is challenged (None: the geomean's)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from kevolve.operators.registry import spec
 from kevolve.config import Config, ConfigError, LoggerConfig, PopulationConfig, VerifiersConfig, env
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of
 from kevolve.judge.options import Options, default_shapes
+from kevolve.search import buckets as size_buckets
 from kevolve.search import pacing
 from kevolve.search import llm_defaults as pipeline
 from kevolve.task.spec import BEST_FILES, Task, TaskError
@@ -76,6 +77,7 @@ class Plan:
     seeds_only: bool = False
     release: int = 0                     # the best checked on this many configurations of the domain before it is
                                          # named (search.release; search/finish.py)
+    buckets: size_buckets.Buckets | None = None   # the size buckets of the shape set (kevolve.search.buckets)
 
     @property
     def llm_operators(self) -> tuple[str, ...]:
@@ -185,4 +187,4 @@ def resolve(cfg: Config, task: Task, cluster: Mapping[str, float]) -> Plan:
                 translations=s.translations if llm is not None and "translate" in chosen.operators else 0,
                 meta_children=s.meta_children, strategies_shown=chosen.strategies_shown, verifiers=chosen.verifiers,
                 profile=s.profile and target == "cuda" and llm is not None, seeds=seeds, mode=chosen.mode,
-                seeds_only=chosen.seeds_only, release=s.release)
+                seeds_only=chosen.seeds_only, release=s.release, buckets=size_buckets.of(task, shapes))

@@ -59,11 +59,12 @@ class EvaluatorPool:
         b = built.build
         return self.evaluators[i].evaluate.remote(b.key, built.lib, b.module_name), Judging(built, i)
 
-    def compare(self, challenger, champion):
-        """A paired comparison of two `champion.Entry`s on the least-loaded evaluator: (ref, Comparing)."""
+    def compare(self, challenger, champion, bucket: str | None = None, only: tuple[str, ...] | None = None):
+        """A paired comparison of two `champion.Entry`s on the least-loaded evaluator, on the shapes `only` (a size
+        `bucket`'s) or all: (ref, Comparing)."""
         i = self._take()
-        ref = self.evaluators[i].compare.remote(challenger.build, challenger.lib, champion.build, champion.lib)
-        return ref, Comparing(challenger.candidate, i)
+        ref = self.evaluators[i].compare.remote(challenger.build, challenger.lib, champion.build, champion.lib, only)
+        return ref, Comparing(challenger.candidate, i, bucket=bucket)
 
     def profile(self, candidate, build_ref, lib, ncu: str):
         """Nsight Compute on `candidate`'s build, on the least-loaded evaluator: (ref, Profiling)."""

@@ -23,6 +23,11 @@ Guarantees:
   then an independent sample from the seeds, whatever the population holds.
 - Red-team candidates (operator `red_team`) are members — scored, counted — but never ranked: never the best,
   never in the archive, never a parent or an inspiration. An accepted one is a suspected judge bug, not a kernel.
+- Size buckets (`buckets`, `kevolve.search.buckets`): per bucket, the correct ranked member with the highest speedup
+  on that bucket's configurations (by its single judgement; the earliest among equals) is the bucket's champion
+  (`bucket_champions`), whatever its geomean; with probability `bucket_parents` a parent is drawn uniformly from
+  the distinct bucket champions instead of the tournament, so a kernel that wins on some sizes only has children.
+  Without buckets (or before any correct member) no such draw is made and the rng stream is as it was.
 - The archive holds at most `archive_size` correct candidates, the fittest first, at most `per_family` of
   one family. A family is founded by a candidate written from scratch (operator in `founders`: seed,
   translate, meta) or one whose first parent is unknown; every other candidate (optimize, knob, repair,
@@ -44,6 +49,7 @@ from kevolve.messages import Candidate, Outcome, Proposal
 from kevolve.operators.compose import Request
 from kevolve.operators.registry import SPECS, spec, where
 from kevolve.record.dedupe import source_hash
+from kevolve.search.buckets import Buckets
 
 NO_PARENT = where(parent="none")           # operators that write a kernel from scratch
 REPAIR_WINDOW = 16                         # repair draws from the most recent failures
@@ -74,9 +80,12 @@ class Member:
 class Population:
     """Islands of scored candidates, an elite archive, and the set of sources seen or in flight."""
 
-    def __init__(self, config: PopulationConfig | None = None, seeds_only: bool = False):
+    def __init__(self, config: PopulationConfig | None = None, seeds_only: bool = False,
+                 buckets: Buckets | None = None):
         self.config = config or PopulationConfig(operators={"knob": 1.0})
         self.seeds_only = seeds_only
+        self.buckets = buckets
+        self._bucket_best: dict[str, tuple[Member, float]] = {}   # bucket -> (its champion, its speedup there)
         self._members: dict[str, Member] = {}
         self._islands: list[list[str]] = [[] for _ in range(self.config.islands)]
         self._ranked: list[Member] = []            # correct members, fittest first
@@ -90,10 +99,10 @@ class Population:
 
     @classmethod
     def restore(cls, config: PopulationConfig | None, records: Iterable[tuple],
-                seeds_only: bool = False) -> "Population":
+                seeds_only: bool = False, buckets: Buckets | None = None) -> "Population":
         """The population that adding `records` — (candidate, outcome[, evaluation]) — one by one, in order, gives
         (the resume path)."""
-        pop = cls(config, seeds_only)
+        pop = cls(config, seeds_only, buckets)
         for candidate, outcome, *evaluation in records:
             pop.add(candidate, outcome, *evaluation)
         return pop
@@ -136,10 +145,19 @@ class Population:
         if outcome.correct and not red_team(candidate):
             bisect.insort(self._ranked, member, key=lambda m: (-m.fitness, m.order))
             self._rebuild_archive()
+            self._offer_buckets(member)
         self._since_migration += 1
         if self._since_migration >= self.config.migration_interval:
             self.migrate()
         return member
+
+    def _offer_buckets(self, member: Member) -> None:
+        if self.buckets is None:
+            return
+        for bucket, speedup in self.buckets.fitness(member.evaluation).items():
+            held = self._bucket_best.get(bucket)
+            if held is None or speedup > held[1]:
+                self._bucket_best[bucket] = (member, speedup)
 
     def _family(self, c: Candidate) -> str:
         if c.operator in self.config.founders or not c.parents or c.parents[0] not in self._members:
@@ -188,6 +206,8 @@ class Population:
             raise ValueError(f"island {island} not in 0..{len(self._islands) - 1}")
         if self.seeds_only:
             return self._seed_parent(rng)
+        if self._bucket_best and self.config.bucket_parents > 0 and rng.random() < self.config.bucket_parents:
+            return self._chosen(rng.choice(self._bucket_parents()))
         here = [self._members[i] for i in self._islands[island] if not red_team(self._members[i].candidate)]
         everywhere = [m for m in self._members.values() if not red_team(m.candidate)]
         pool = ([m for m in here if m.outcome.correct] or [m for m in everywhere if m.outcome.correct]
@@ -201,6 +221,15 @@ class Population:
         cid = winner.candidate.id
         self._selected[cid] = self._selected.get(cid, 0) + 1
         return winner.candidate
+
+    def _bucket_parents(self) -> list[Member]:
+        """The distinct bucket champions, in order of addition."""
+        return sorted({m.candidate.id: m for m, _ in self._bucket_best.values()}.values(), key=lambda m: m.order)
+
+    def _chosen(self, member: Member) -> Candidate:
+        cid = member.candidate.id
+        self._selected[cid] = self._selected.get(cid, 0) + 1
+        return member.candidate
 
     def _seed_parent(self, rng: Random) -> Candidate | None:
         """Best-of-N: a seed, uniformly, among the correct seeds (else the compiled ones, else any)."""
@@ -341,6 +370,10 @@ class Population:
         """The fittest correct member (the earliest among equals); None before any correct one."""
         return self._ranked[0] if self._ranked else None
 
+    def bucket_champions(self) -> dict[str, tuple[Member, float]]:
+        """Per size bucket, its champion and the speedup there (by single judgements; see the module)."""
+        return dict(self._bucket_best)
+
     def stats(self) -> dict[str, Any]:
         """Numbers for the log: totals, per island, archive, in flight."""
         best = self.best()
@@ -355,4 +388,5 @@ class Population:
                 "correct_frac": len(self._ranked) / n if n else 0.0,
                 "best_fitness": best.fitness if best else 0.0, "best_id": best.candidate.id if best else None,
                 "archive": len(self._archive), "families": len({m.family for m in self._members.values()}),
-                "pending": len(self._pending), "migrations": self.migrations, "islands": islands}
+                "pending": len(self._pending), "migrations": self.migrations, "islands": islands,
+                "buckets": {b: {"id": m.candidate.id, "speedup": f} for b, (m, f) in self._bucket_best.items()}}

@@ -24,10 +24,10 @@ from kevolve.search.sources import Mutations
 def population(plan, store=None) -> tuple[Population, random.Random]:
     """The population and the rng a run starts from: a new run's (`store` None), or a resumed run's."""
     if store is None:
-        return Population(plan.population, plan.seeds_only), random.Random(plan.seed)
+        return Population(plan.population, plan.seeds_only, plan.buckets), random.Random(plan.seed)
     done = store.finished()
     records = [(r.candidate, r.outcome, Evaluation.from_json(r.evaluation) if r.evaluation else None) for r in done]
-    return (Population.restore(plan.population, records, plan.seeds_only),
+    return (Population.restore(plan.population, records, plan.seeds_only, plan.buckets),
             random.Random(f"{plan.seed}/{len(done)}"))
 
 
@@ -59,5 +59,6 @@ def resume(store, tally: Tally, learning: Learning, verification, spend, pacer, 
     best = [store.get(crowned[-1])] if crowned else store.best(1)
     if best and best[0].evaluation:
         contest.champion.crown(Entry(best[0].candidate, Evaluation.from_json(best[0].evaluation)))
+    contest.restore_buckets(store)
     tally.stage_seconds["compare"] = sum(p.get("seconds") or 0.0 for _, _, p in store.events("compare"))
     contest.champion.spent(judging=tally.busy_seconds, comparing=tally.stage_seconds["compare"])

@@ -26,7 +26,7 @@ from kevolve.record import events
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = "#include <cstdint>\nconstexpr int ROWS = 1;   // knob: 1, 2, 4\nint forward() { return 0; }\n"
-SINGLE = {"progress", "configurations", "lineage", "rates"}
+SINGLE = {"progress", "configurations", "lineage", "rates", "op"}
 
 
 def evaluation(speed: float, correct: bool = True) -> Evaluation:
@@ -63,8 +63,36 @@ def make_run(run_dir: Path, gain: float = 1.0) -> dict[str, str]:
         add("bad", SEED + "// thread", "optimize", ("knob",), 2, "gpt-x", 0.01, status=Status.REJECTED)
         s.log_event(events.MutationFailed(cost_usd=0.05, reason="no code"))
         s.log_event(events.Confirm(id=ids["cross"], correct=True, evaluation=evaluation(2.4 * gain).to_json()))
+        s.log_event(events.Assembled(assembled(ids, gain)))
         s.log_event(events.Finish({"stopped": "budget of candidates spent"}))
     return ids
+
+
+def assembled(ids: dict[str, str], gain: float) -> dict:
+    """The `assembled` event of a run whose op runs the crossover child on short rows and torch on long ones."""
+    ev = evaluation(2.4 * gain)
+    ev = Evaluation(**{**ev.__dict__, "measurements": tuple(
+        Measurement(**{**m.__dict__, "speedup_ci": (2.0, 2.6) if m.shape == "B=4,N=256" else (0.8, 1.3)})
+        for m in ev.measurements)})
+    routes = [{"bucket": "100<=N<1000", "configs": ["B=4,N=256"], "kernel": ids["cross"],
+               "library_kernel": ids["cross"], "speedup": 3.0, "ci": [2.0, 2.6], "worst": 3.0,
+               "why": "kernel: faster, [2.00, 2.60]"},
+              {"bucket": "N>=1000", "configs": ["B=3,N=1001"], "kernel": None, "library_kernel": ids["cross"],
+               "speedup": 3.0, "ci": [0.8, 1.3], "worst": 3.0, "why": "torch: the interval [0.80, 1.30] does not lie "
+                                                                        "above 1"}]
+    op = {"correct": True, "source": "op.cpp", "kernels": [ids["cross"]], "routes": routes, "speedup": 1.73,
+          "best_speedup": 2.4 * gain, "failure": None, "seconds": 3.0}
+    return {"task": "search_task", "target": "cpu", "shapes": "small", "op": op, "evaluation": ev.to_json()}
+
+
+def test_the_report_shows_the_op_per_size_what_runs_it_and_why(run, tmp_path):
+    r, ids = run
+    assert main([str(r.dir), "-o", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "report.html").read_text()
+    assert (tmp_path / "out" / "op.png").is_file()
+    assert "The assembled op" in text and "<b>1.73x</b>" in text
+    assert f"<td>{ids['cross']}</td>" in text and "<td>torch</td>" in text
+    assert "torch: the interval [0.80, 1.30] does not lie above 1" in text
 
 
 @pytest.fixture

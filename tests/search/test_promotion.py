@@ -98,8 +98,11 @@ def test_promotion_writes_the_runs_best_byte_for_byte_and_its_numbers_without_se
     assert main(["best", str(run_dir), "--task", str(folder)]) == 0
     kernel, md = folder / "best" / "cpu.cpp", folder / "best" / "cpu.md"
     assert str(kernel) in capsys.readouterr().out
-    assert sorted(p.name for p in (folder / "best").iterdir()) == ["cpu.cpp", "cpu.md"]
+    assert sorted(p.name for p in (folder / "best").iterdir()) == ["cpu.cpp", "cpu.md", "op"]
     assert kernel.read_bytes() == (run_dir / "best.cpp").read_bytes()
+    assert (folder / "best" / "op" / "cpu.cpp").read_bytes() == (run_dir / "op.cpp").read_bytes()   # the run's op
+    op_record = (folder / "best" / "op" / "cpu.json").read_text()
+    assert FAKE_OPENAI not in op_record and FAKE_FLAG not in op_record and '"correct": true' in op_record
     with Store.open(run_dir, readonly=True) as store:
         assert kernel.read_text() == store.get(summary.best.id).candidate.source
 

@@ -25,13 +25,14 @@ from kevolve.task.spec import Task
 
 
 def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str | None = None,
-            module_b: str | None = None, reuse: Reuse | None = None) -> Comparison:
+            module_b: str | None = None, reuse: Reuse | None = None, only: tuple[str, ...] | None = None) -> Comparison:
     """Times two built kernels paired and interleaved in one fresh worker, on the same fresh inputs, every
     call of both checked, on the configurations `judge` would time. For the search: a candidate replaces
     the best only if `Comparison.faster == "a"` (a = candidate, b = incumbent). The result is made once the
     worker is closed: a worker that dies by a signal at teardown (or does not exit when asked) makes it a
     failure, as `judge` makes such a pass a `teardown` crash. `reuse`: the evaluator's state, whose compiled
-    checks (`judge.evaluator.fused`) it uses."""
+    checks (`judge.evaluator.fused`) it uses. `only`: shape ids; the configurations of those shapes alone are timed
+    (a size bucket's champion and its challenger: `kevolve.search.buckets`)."""
     start = time.perf_counter()
     options = resolved(options)            # the node's own settings, read once
     configs = task.configs(options.shapes)
@@ -70,6 +71,8 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
         if options.target == "cuda":
             checker.clock.gpu = gpu_lock.of_worker(info.uuid, info.device)
         for i in sorted(timed_configs(configs, options)):
+            if only is not None and configs[i].shape_id not in only:
+                continue
             for attempt in (1, 2):                    # an outside-clock near miss, or a noisy bound: once more
                 with checker.clock("time", configs[i].id):
                     t = timed.time_config(worker, checker, configs[i], i, options, (), other=True)
@@ -82,7 +85,7 @@ def compare(task: Task, lib_a: str, lib_b: str, options: Options, module_a: str 
             ids.append(configs[i].id)
             pairs.append((t.samples["kernel"], t.samples["other"]))
             clocks[configs[i].id] = {"a": t.clock["kernel"], "b": t.clock["other"]}
-        return None
+        return None if pairs else f"no configuration of {sorted(only or ())} in the shape set {options.shapes}"
     try:
         try:
             failure = compared()

@@ -8,6 +8,8 @@ of its interleaved time and its time alone before the kernel loaded. Called by t
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kevolve.judge.evaluator import canary, impossible, noise, timed
 from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.evaluator.judgement import Judgement
@@ -70,6 +72,7 @@ def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, ch
         best = out[-1].best_torch_name
         if best:
             pairs.append((base.samples[best], t.samples["kernel"]))
+            out[-1] = replace(out[-1], speedup_ci=noise.ratio_ci(pairs[-1:]))
     return out, None, reused, noise.ratio_ci(pairs)
 
 
