@@ -31,6 +31,9 @@ def variant(tmp_path: Path, configs: list[dict], scalars: list[dict] | None = No
     raw["shapes"]["small"]["configs"] = configs
     if scalars is not None:
         raw["scalars"] = scalars
+    # the domain as wide as these tests' scalars (what a domain refuses is tests/task/test_domain.py's)
+    raw["domain"]["scalars"] = {s["name"]: ({"min": -100, "max": 100} if s.get("type") == "int" else
+                                            {"min": 1.0e-12, "max": 100.0}) for s in raw["scalars"]}
     (folder / "task.yaml").write_text(yaml.safe_dump(raw))
     return load_task(folder)
 
