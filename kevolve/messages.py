@@ -191,6 +191,8 @@ class RunSummary:
     gpu_seconds_saved: float = 0.0   # rejections dropped before building × mean judgement seconds
     suspected_judge_bugs: tuple[str, ...] = ()   # red-team candidates the judge accepted (saved under the run dir)
     unfinished: tuple[str, ...] = ()  # judgements the budget cut off: how long each ran, in which phase
+    llm_health: dict[str, Any] = field(default_factory=dict)   # LLM calls, failed, causes, per provider/model;
+                                     # `ended`: the LLM's failures stopped an LLM-only run (exit status 2)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -7,7 +7,8 @@ value stops here, naming the field); `kevolve.search.run` does the rest. Prints 
 stderr, then the summary table, and as the last line of stdout one JSON object.
 `search.dry_run=true` prints what the run would send and spend instead (kevolve/search/dry_run.py), exit 0.
 Exit status: 0 when a correct kernel was found, 1 when none was, 2 on a configuration error, a malformed
-task, or a run directory whose database cannot be written (the message says which and what to do).
+task, a run directory whose database cannot be written, or an LLM-only run (knob weighted 0) whose LLM failed
+`llm.down_after` calls in a row (the message says which and what to do; the run's record is kept).
 """
 from __future__ import annotations
 
@@ -52,6 +53,10 @@ def main(cfg: DictConfig) -> int:
     from kevolve.report.tables import summary_text
     print(summary_text(summary, run_dir))
     print(json.dumps(summary.as_dict()), flush=True)
+    if HydraConfig.get().mode.name == "RUN" and summary.llm_health.get("ended"):
+        print("error: the LLM failed every call and no operator but the LLM's is weighted: check llm.base_url and "
+              "the key, or weight knob mutation (search.population.operators.knob=1)", file=sys.stderr)
+        sys.exit(2)
     if HydraConfig.get().mode.name == "RUN" and summary.best is None:
         sys.exit(1)
     return 0

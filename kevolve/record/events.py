@@ -162,9 +162,24 @@ class Progress(Event):
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LLMHealth(Event):
+    """The LLM paused (its calls failed `llm.down_after` times in a row) or back: the notice the console showed,
+    and the counts then (kevolve/search/llm_health.py `summary`)."""
+    KIND: ClassVar[str] = "llm_health"
+    notice: str = ""
+    calls: int = 0
+    failed: int = 0
+    paused: bool = False
+    ended: bool = False
+    pauses: int = 0
+    causes: Mapping[str, int] = field(default_factory=dict)
+    models: Mapping[str, Any] = field(default_factory=dict)
+
+
 EVENTS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     Resume, Stop, Retry, MutationFailed, SuspectedJudgeBug, Champion, Compare, Confirm, Profile, CutOff,
-    UnrecordedSpend, Tracker, TrackerFailed, Finish, Plan, Pacing, Progress)}
+    UnrecordedSpend, Tracker, TrackerFailed, Finish, Plan, Pacing, Progress, LLMHealth)}
 _OPEN = ("data",)                       # the field of an open event, stored flat
 
 

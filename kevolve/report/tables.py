@@ -100,6 +100,17 @@ def evaluation_report(ev: Evaluation) -> str:
     return "\n".join(lines)
 
 
+def llm_failure_lines(health: dict) -> list[str]:
+    """The LLM's failed calls, by cause and by provider/model (kevolve/search/llm_health.py `summary`): none when
+    every call came back."""
+    if not health or not health.get("failed"):
+        return []
+    causes = "; ".join(f"{cause} ({n})" for cause, n in health["causes"].items())
+    models = ", ".join(f"{m} {c['failed']} of {c['calls']}" for m, c in health["models"].items() if c["failed"])
+    return [f"LLM: {health['failed']} of {health['calls']} calls failed: {causes}; by model: {models}"
+            + (f"; paused {health['pauses']} time(s), knob mutation meanwhile" if health.get("pauses") else "")]
+
+
 def summary_text(summary: RunSummary, store_dir: Path) -> str:
     """The table people read at the end: the best kernel per configuration, then where things are."""
     lines = []
@@ -136,6 +147,7 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
               f"run dir: {summary.run_dir}"]
     if summary.llm_calls or summary.spend_usd:
         lines.append(f"LLM: {summary.llm_calls} calls, ${summary.spend_usd:.4f} spent")
+    lines += llm_failure_lines(summary.llm_health)
     if summary.verifiers:
         rows = [[name, _pct(v["precision"]), _pct(v["recall"]), _pct(v["accuracy"]), str(v["samples"]),
                  str(v["rejections"]), str(v["no_verdict"]), str(v.get("unobserved", 0)),

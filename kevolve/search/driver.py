@@ -20,6 +20,7 @@ import ray
 
 from kevolve.config import Config, ConfigError
 from kevolve.judge.results import Evaluation
+from kevolve.llm.config import provider_of
 from kevolve.messages import Candidate, Outcome, RunSummary
 from kevolve.record.store import Store
 from kevolve.search import actors, pacing, restore, sources
@@ -29,6 +30,7 @@ from kevolve.search.contest import Contest
 from kevolve.search.finish import Finish
 from kevolve.search.jobs import Tally
 from kevolve.search.learning import Learning
+from kevolve.search.llm_health import LLMHealth
 from kevolve.search.pipeline import Pipeline
 from kevolve.search.plan import Plan, resolve
 from kevolve.search.pool import EvaluatorPool
@@ -100,13 +102,17 @@ class Driver:
         self.population, rng = restore.population(plan, store if self.resumed else None)
         self.tally, self.stopped = Tally(), None
         self.deadline = self.tally.start + plan.wall_time_s
+        self.health = LLMHealth(plan.llm.down_after, plan.llm.probe_s, {m.name: provider_of(plan.llm, m)
+                                                                        for m in plan.llm.models}) \
+            if plan.llm is not None else LLMHealth(1, 1.0)
         self.pipeline = Pipeline(plan, store, self.verifier, self.pool, self.verification, self.spend, self.tally,
-                                 self.conclude)
+                                 self.conclude, self.health)
         # the best as reported: replaced only on paired evidence (a fixed stream measures throughput: fitness)
         self.contest = Contest(plan, store, run_dir, self.pipeline,
                                Champion(paired=stream is None, share=plan.compare_share), self.tally, self._crowned)
         self.pipeline.on_judged, self.pipeline.on_seconds = self.contest.judged, self._paced
-        self.finish = Finish(plan, task, store, run_dir, self.tally, self.contest, self.pool, self.tracker)
+        self.finish = Finish(plan, task, store, run_dir, self.tally, self.contest, self.pool, self.tracker,
+                             self.health)
         self.mutations = Mutations(plan, store, self.mutator, self.population, self.pipeline, self.contest,
                                    self.learning, self.spend, self.pacer, rng, self.stop)
         self.source = (sources.Stream(stream, self.population, self.pipeline, plan.population.islands) if stream
@@ -140,6 +146,8 @@ class Driver:
             if not self.pipeline.jobs:            # nothing in flight and nothing more to propose
                 if self.mutations.spent():
                     self.stop(self.mutations.spent())
+                elif self.health.paused:
+                    self.stop(f"nothing left to judge while the LLM is paused ({self.health.line()})")
                 break
             ready, _ = ray.wait(list(self.pipeline.jobs), num_returns=1, timeout=0.5)
             for ref in ready:
@@ -186,6 +194,10 @@ class Driver:
             self.store.log_event(events.Pacing(self.pacer.state()))
 
     def progress(self, force: bool = False, note: str = "") -> None:
+        for notice in self.health.notices:     # the LLM paused, or back: said at once, and recorded
+            self.finish.say(notice)
+            self.store.log_event(events.LLMHealth(notice=notice, **self.health.summary()))
+        self.health.notices.clear()
         self.finish.progress(self.population, self.pipeline, self.pacer, self.spend, force, note)
 
     # ------------------------------------------------------------------ the end

@@ -40,9 +40,9 @@ def lost_baselines(searched: str | None, confirmed) -> str | None:
 
 
 class Finish:
-    def __init__(self, plan, task, store, run_dir: Path, tally: Tally, contest: Contest, pool, tracker):
+    def __init__(self, plan, task, store, run_dir: Path, tally: Tally, contest: Contest, pool, tracker, health=None):
         self.plan, self.task, self.store, self.run_dir, self.tally = plan, task, store, run_dir, tally
-        self.contest, self.pool, self.tracker = contest, pool, tracker
+        self.contest, self.pool, self.tracker, self.health = contest, pool, tracker, health
         self.confirmed: tuple[Candidate, Evaluation] | None = None   # the best, judged again, baselines interleaved
         self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
         self.last_progress = 0.0
@@ -105,10 +105,16 @@ class Finish:
                 f"({pipeline.building()} building, {len(pipeline.queue)} built and waiting)"
                 + (f", LLM proposals {pipeline.llm_proposals()}/{pacer.target}" if pacer is not None else "")
                 + (f", spent ${spend.spent:.2f} ({spend.calls} LLM calls)" if self.plan.llm else "")
+                + (f"; {self.health.line()}" if self.health is not None and self.health.line() else "")
                 + (f"; {note}" if note else ""))
         print(("\r" + line) if sys.stderr.isatty() else line, file=sys.stderr, end="" if sys.stderr.isatty() else "\n",
               flush=True)
         self.tracker.progress(population.stats())
+
+    def say(self, line: str) -> None:
+        """A line on stderr that stays (a notice: the LLM paused, a seed rejected), whether or not the progress line
+        is on."""
+        print(("\n" if sys.stderr.isatty() else "") + line, file=sys.stderr, flush=True)
 
     def summary(self, stopped: str | None, verification, spend, suspects) -> RunSummary:
         t = self.tally
@@ -135,7 +141,8 @@ class Finish:
                 confirmed=self.confirmed is not None, not_confirmed=tuple(self.not_confirmed),
                 speedup_ci=ev.speedup_ci, ties=tuple(champion.ties), comparisons=champion.comparisons),
             spend_usd=round(spend.spent, 6), llm_calls=spend.calls, verifiers=verifiers,
-            gpu_seconds_saved=saved, suspected_judge_bugs=tuple(suspects), unfinished=tuple(t.unfinished))
+            gpu_seconds_saved=saved, suspected_judge_bugs=tuple(suspects), unfinished=tuple(t.unfinished),
+            llm_health=self.health.summary() if self.health is not None and self.plan.llm else {})
         self.tracker.finish(summary.as_dict())
         return summary
 

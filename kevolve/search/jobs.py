@@ -1,6 +1,6 @@
 """The records of work in flight, one frozen type per stage, and the run's tally.
 
-A candidate moves `Verifying` → `Verified` (waiting for a builder) → `Building` → `Built` (waiting for an
+A candidate moves `Verifying` (and `LLMVerifying`: waited for in filter mode only) → `Verified` (waiting for a builder) → `Building` → `Built` (waiting for an
 evaluator) → `Judging` → a verdict; a proposal is `Mutating` until its children come back; `Comparing` and
 `Profiling` hold an evaluator for the champion and the profiler. Each stage's record carries what the next
 stage needs and nothing it has not got yet; a stage never edits a record, it makes the next one (`advance`).
@@ -54,6 +54,20 @@ class Verifying:
     step: ClassVar[Step] = Step.VERIFY
     candidate: Candidate
     calls: int = 0
+    retries: int = 0
+    started: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class LLMVerifying:
+    """A candidate's LLM verifier calls in flight (`calls` of them). In filter mode the candidate waits for their
+    verdicts (`waits`; `verdict`: its static one, stored with them); in shadow mode it went on to its build, and
+    their verdicts are recorded beside its own verdict whenever they come."""
+    step: ClassVar[Step] = Step.VERIFY
+    candidate: Candidate
+    calls: int
+    waits: bool
+    verdict: Any = None
     retries: int = 0
     started: float = field(default_factory=_now)
 
@@ -129,7 +143,7 @@ class Profiling:
     started: float = field(default_factory=_now)
 
 
-Record = Mutating | Verifying | Building | Judging | Comparing | Profiling     # what `ray.wait` waits on
+Record = Mutating | Verifying | LLMVerifying | Building | Judging | Comparing | Profiling   # what `ray.wait` waits on
 
 
 def again(record, **changes):
