@@ -193,6 +193,7 @@ class RunSummary:
     unfinished: tuple[str, ...] = ()  # judgements the budget cut off: how long each ran, in which phase
     llm_health: dict[str, Any] = field(default_factory=dict)   # LLM calls, failed, causes, per provider/model;
                                      # `ended`: the LLM's failures stopped an LLM-only run (exit status 2)
+    rejections: dict[str, int] = field(default_factory=dict)   # failed candidates per reason (record/failures.py)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -148,6 +148,10 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
     if summary.llm_calls or summary.spend_usd:
         lines.append(f"LLM: {summary.llm_calls} calls, ${summary.spend_usd:.4f} spent")
     lines += llm_failure_lines(summary.llm_health)
+    if summary.rejections:
+        lines.append(f"rejected {sum(summary.rejections.values())}: "
+                     + ", ".join(f"{n} {reason}" for reason, n in summary.rejections.items())
+                     + " (each with its text: the report's failures table, `python -m kevolve.report RUN_DIR`)")
     if summary.verifiers:
         rows = [[name, _pct(v["precision"]), _pct(v["recall"]), _pct(v["accuracy"]), str(v["samples"]),
                  str(v["rejections"]), str(v["no_verdict"]), str(v.get("unobserved", 0)),

@@ -42,7 +42,7 @@ from kevolve.search.verification import Verification
 from kevolve.task.load import load_task
 from kevolve.task.spec import Task
 from kevolve.tracking import make_tracker, row
-from kevolve.record import events
+from kevolve.record import events, failures
 
 
 def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
@@ -104,7 +104,7 @@ class Driver:
         self.deadline = self.tally.start + plan.wall_time_s
         self.health = LLMHealth(plan.llm.down_after, plan.llm.probe_s, {m.name: provider_of(plan.llm, m)
                                                                         for m in plan.llm.models}) \
-            if plan.llm is not None else LLMHealth(1, 1.0)
+            if plan.llm is not None else LLMHealth(1, 1.0)       # no LLM: no call is ever counted
         self.pipeline = Pipeline(plan, store, self.verifier, self.pool, self.verification, self.spend, self.tally,
                                  self.conclude, self.health)
         # the best as reported: replaced only on paired evidence (a fixed stream measures throughput: fitness)
@@ -127,6 +127,7 @@ class Driver:
         if self.resumed:
             restore.resume(self.store, self.tally, self.learning, self.verification, self.spend, self.pacer,
                            self.contest, self.mutations, self.pipeline, self.recorded)
+            self.finish.rejections.update(failures.counts(failures.rows(self.store.finished())))
         elif self.stream is None:
             for c in sources.seeds(self.plan, self.task, self.recorded):
                 if self.population.reserve(c.source):
@@ -182,7 +183,9 @@ class Driver:
         to the tracker."""
         self.tally.finished += 1
         self.mutations.concluded(c, outcome, evaluation)
-        self.tracker.candidate(row(self.store.get(c.id)))
+        record = self.store.get(c.id)
+        self.finish.rejected(record)          # counted; a seed's rejection said on the console
+        self.tracker.candidate(row(record))
 
     def _crowned(self, c: Candidate, ev: Evaluation) -> None:
         self.finish.write_best(c)

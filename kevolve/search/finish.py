@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import ray
@@ -19,7 +20,7 @@ from kevolve.judge.results import Evaluation
 from kevolve.messages import Best, Candidate, RunSummary
 from kevolve.search.contest import Contest
 from kevolve.search.jobs import Tally
-from kevolve.record import events
+from kevolve.record import events, failures
 
 
 def lost_baselines(searched: str | None, confirmed) -> str | None:
@@ -46,6 +47,7 @@ class Finish:
         self.confirmed: tuple[Candidate, Evaluation] | None = None   # the best, judged again, baselines interleaved
         self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
         self.last_progress = 0.0
+        self.rejections: Counter = Counter()      # failed candidates per reason (record/failures.py), the run's
 
     @property
     def best_path(self) -> Path:
@@ -105,11 +107,29 @@ class Finish:
                 f"({pipeline.building()} building, {len(pipeline.queue)} built and waiting)"
                 + (f", LLM proposals {pipeline.llm_proposals()}/{pacer.target}" if pacer is not None else "")
                 + (f", spent ${spend.spent:.2f} ({spend.calls} LLM calls)" if self.plan.llm else "")
+                + (f"; {self.rejections_line()}" if self.rejections else "")
                 + (f"; {self.health.line()}" if self.health is not None and self.health.line() else "")
                 + (f"; {note}" if note else ""))
         print(("\r" + line) if sys.stderr.isatty() else line, file=sys.stderr, end="" if sys.stderr.isatty() else "\n",
               flush=True)
         self.tracker.progress(population.stats())
+
+    def rejected(self, record) -> None:
+        """A verdict that is not correct (a stored record): its reason counted; a seed's said at once."""
+        if not failures.failed(record):
+            return
+        row = failures.rows([record])[0]
+        self.rejections[row["reason"]] += 1
+        c = record.candidate
+        if c.operator == "seed":
+            where = f" on {row['configuration']}" if row["configuration"] else ""
+            self.say(f"seed {c.meta_dict().get('file') or ''} ({c.id}) rejected at {row['stage']}{where}: "
+                     f"{row['reason']} — {row['detail'][:300]}")
+
+    def rejections_line(self) -> str:
+        n = sum(self.rejections.values())
+        return (f"rejected {n}: " + ", ".join(f"{k} {r}" for r, k in self.rejections.most_common(3))
+                + (", …" if len(self.rejections) > 3 else "")) if n else ""
 
     def say(self, line: str) -> None:
         """A line on stderr that stays (a notice: the LLM paused, a seed rejected), whether or not the progress line
@@ -142,7 +162,8 @@ class Finish:
                 speedup_ci=ev.speedup_ci, ties=tuple(champion.ties), comparisons=champion.comparisons),
             spend_usd=round(spend.spent, 6), llm_calls=spend.calls, verifiers=verifiers,
             gpu_seconds_saved=saved, suspected_judge_bugs=tuple(suspects), unfinished=tuple(t.unfinished),
-            llm_health=self.health.summary() if self.health is not None and self.plan.llm else {})
+            llm_health=self.health.summary() if self.health is not None and self.plan.llm else {},
+            rejections=dict(self.rejections.most_common()))
         self.tracker.finish(summary.as_dict())
         return summary
 

@@ -36,10 +36,10 @@ from kevolve.record import events
 
 class Pipeline:
     def __init__(self, plan, store, verifier, pool: EvaluatorPool, verification: Verification, spend: Spend,
-                 tally: Tally, conclude: Callable[..., object], health: LLMHealth):
+                 tally: Tally, conclude: Callable[..., object], health: LLMHealth | None = None):
         self.plan, self.store, self.verifier, self.pool = plan, store, verifier, pool
         self.verification, self.spend, self.tally, self.conclude = verification, spend, tally, conclude
-        self.health = health                          # the LLM's calls counted; paused: no LLM verifier calls
+        self.health = health or LLMHealth(1, 1.0)     # the LLM's calls counted; paused: no LLM verifier calls
         # shadow screenings, until paired with their candidate's verdict: id -> None (both to come), the verdict's
         # (compiled, correct, failure), or the Screening that came first
         self.shadowed: dict[str, tuple | Screening | None] = {}
