@@ -27,6 +27,8 @@ class Event:
 class Resume(Event):
     KIND: ClassVar[str] = "resume"
     run_dir: str = ""
+    said: tuple[str, ...] = ()          # what the resume said: what it continues from, its budget, changed settings
+    command: tuple[str, ...] = ()       # the resume command line's overrides (secret values redacted)
 
 
 @dataclass(frozen=True)

@@ -140,8 +140,11 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
                      + (" (no judgement finished before the budget ended)" if not summary.candidates else ""))
     if summary.unfinished and not summary.candidates:      # (in the JSON summary always)
         lines += ["cut off by the budget: " + line for line in summary.unfinished]
-    lines += [f"candidates {summary.candidates} ({summary.correct} correct) in {summary.search_seconds:.0f} s of "
-              f"search ({summary.seconds:.0f} s in all): {summary.candidates_per_minute:.1f}/min, evaluators busy "
+    part = (f"; this part: {summary.candidates - summary.earlier} in {summary.search_seconds:.0f} s of search"
+            if summary.earlier else f" in {summary.search_seconds:.0f} s of search")
+    lines += [f"candidates {summary.candidates} ({summary.correct} correct"
+              + (f", {summary.earlier} before this part" if summary.earlier else "") + f"){part} "
+              f"({summary.seconds:.0f} s in all): {summary.candidates_per_minute:.1f}/min, evaluators busy "
               f"{100 * summary.evaluator_busy:.0f}%; "
               f"stopped: {summary.stopped}",
               f"run dir: {summary.run_dir}"]

@@ -142,6 +142,8 @@ class Finish:
         searched = min(elapsed, t.searched if t.searched is not None else elapsed)
         stages = dict(t.stage_seconds)             # paired comparisons hold an evaluator as judgements do
         busy = t.busy_seconds + stages["compare"] + t.unfinished_busy   # cut-off judgements count as busy
+        busy -= t.earlier_busy                     # a resumed run: this part's alone, as its rate
+        judged = t.finished - t.earlier_finished
         champion = self.contest.champion
         best, ev = self.confirmed or ((champion.current.candidate, champion.current.evaluation)
                                       if champion.current is not None else (None, None))
@@ -151,7 +153,7 @@ class Finish:
             run_dir=str(self.run_dir), task=self.task.name, target=self.plan.target, shapes=self.plan.shapes,
             candidates=t.finished, correct=t.correct, stopped=stopped or "budget of candidates spent",
             seconds=round(elapsed, 1), search_seconds=round(searched, 1),
-            candidates_per_minute=round(60 * t.finished / searched, 2) if searched else 0.0,
+            candidates_per_minute=round(60 * judged / searched, 2) if searched else 0.0,
             evaluators=n, evaluator_busy=round(busy / (n * searched), 3) if searched else 0.0,
             stage_seconds={k: round(v, 1) for k, v in stages.items()},
             judge_phases={k: round(v, 1) for k, v in t.judge_phases.items()},
@@ -163,7 +165,7 @@ class Finish:
             spend_usd=round(spend.spent, 6), llm_calls=spend.calls, verifiers=verifiers,
             gpu_seconds_saved=saved, suspected_judge_bugs=tuple(suspects), unfinished=tuple(t.unfinished),
             llm_health=self.health.summary() if self.health is not None and self.plan.llm else {},
-            rejections=dict(self.rejections.most_common()))
+            rejections=dict(self.rejections.most_common()), earlier=t.earlier_finished)
         self.tracker.finish(summary.as_dict())
         return summary
 

@@ -172,3 +172,6 @@ class Tally:
     unfinished_busy: float = 0.0       # ... and the evaluator seconds they had used
     start: float = field(default_factory=_now)
     searched: float | None = None      # seconds from the start to the end of the loop (None: not over)
+    earlier_seconds: float = 0.0       # a resumed run: seconds its earlier parts searched …
+    earlier_finished: int = 0          # … the verdicts they had …
+    earlier_busy: float = 0.0          # … and the evaluator seconds they used (judging, comparing)
