@@ -1,11 +1,11 @@
 """The records of work in flight, one frozen type per stage, and the run's tally.
 
-A candidate moves `Verifying` (and `LLMVerifying`: waited for in filter mode only) → `Verified` (waiting for a builder) → `Building` → `Built` (waiting for an
-evaluator) → `Judging` → a verdict; a proposal is `Mutating` until its children come back; `Comparing` and
-`Profiling` hold an evaluator for the champion and the profiler. Each stage's record carries what the next
-stage needs and nothing it has not got yet; a stage never edits a record, it makes the next one (`advance`).
-`retries` travels with the candidate: the losses of its actors, and the harness's own failures, so far.
-Not messages: they never leave the driver's process; the store keeps each candidate's `Status`.
+A candidate moves `Verifying` (and `LLMVerifying`: waited for in filter mode only) → `Verified` (waiting for a
+builder) → `Building` → `Built` (waiting for an evaluator) → `Judging` → a verdict; a proposal is `Mutating` until its
+children come back; `Comparing` and `Profiling` hold an evaluator for the champion and the profiler. Each stage's
+record carries what the next stage needs and nothing it has not got yet; a stage never edits a record, it makes the
+next one (`advance`). `retries` travels with the candidate: the losses of its actors, and the harness's own failures,
+so far. Not messages: they never leave the driver's process; the store keeps each candidate's `Status`.
 """
 from __future__ import annotations
 
