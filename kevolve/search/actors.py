@@ -130,10 +130,14 @@ class Verifier:
     def ready(self) -> str | None:
         return self.error
 
-    def check(self, source: str, target: str, abi: str) -> Screened:
-        """The static rules' verdict (`Verdict.seconds`: their time)."""
+    def check(self, source: str, target: str, abi: str, task: str | None = None) -> Screened:
+        """The static rules' verdict (`Verdict.seconds`: their time); `task` (its ref): the entry point is checked
+        against its signature."""
         start = time.perf_counter()
-        verdict = dataclasses.replace(rules.check(source, target, abi), seconds=time.perf_counter() - start)
+        if task is not None and getattr(self, "_task", (None, None))[0] != task:
+            self._task = (task, load_task(task))
+        spec = self._task[1] if task is not None else None
+        verdict = dataclasses.replace(rules.check(source, target, abi, task=spec), seconds=time.perf_counter() - start)
         return Screened(verdict)
 
     @ray.method(concurrency_group="llm")

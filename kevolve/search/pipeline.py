@@ -77,7 +77,8 @@ class Pipeline:
         self.verify(c)
 
     def verify(self, c: Candidate, retries: int = 0) -> None:
-        self.send(self.verifier.check.remote(c.source, self.plan.target, ABI), Verifying(c, 0, retries))
+        self.send(self.verifier.check.remote(c.source, self.plan.target, ABI, self.plan.task),
+                  Verifying(c, 0, retries))
 
     def screen(self, c: Candidate, waits: bool, verdict=None, retries: int = 0) -> bool:
         """Sends `c` to the LLM verifiers; False when none is sent (none configured; the LLM paused; in shadow

@@ -138,8 +138,11 @@ def trace(reference, tensors, values):
     from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
     with torch.no_grad():
-        return make_fx(lambda *ts: reference(*ts, **values),
-                       decomposition_table=core_aten_decompositions())(*tensors)
+        reference(*tensors, **values)            # once untraced: what it builds on a first call (a module) stays out
+        graph = make_fx(lambda *ts: reference(*ts, **values),
+                        decomposition_table=core_aten_decompositions())(*tensors)
+    graph.graph.eliminate_dead_code()
+    return graph
 
 
 def lower(reference, inputs: list[tuple[str, tuple[str, ...], str]], sizes: list[str], scalars: dict[str, float],
