@@ -129,8 +129,9 @@ class SearchConfig:
     seeds: str = "all"                   # what the search starts from: all (the seeds task.yaml lists for the
                                          # target, then the task's best/ kernel for it, if any) | listed (the
                                          # listed seeds only) | best (the best/ kernel only: `python -m
-                                         # kevolve.tasks best RUN_DIR` makes one); replay takes the recorded
-                                         # run's seeds, and a resumed run is not seeded again
+                                         # kevolve.tasks best RUN_DIR` makes one) | kernel files of your own,
+                                         # comma-separated (a task without seeds: an import, say); replay takes
+                                         # the recorded run's seeds, and a resumed run is not seeded again
     population: PopulationConfig = field(default_factory=PopulationConfig)   # islands, archive, selection, operators
     mode: str = "evolve"                 # evolve (the search) | best_of_n (the same budget as independent samples
                                          # from the seeds: no parents from the archive, no inspirations, repair,

@@ -43,8 +43,10 @@ class Val:
 class Loop:
     dest: str                           # the buffer written (a temporary, or an output)
     shape: tuple[str, ...]
-    body: Callable[[str], str]          # C statements writing dest[i] for the linear index named by the argument
+    body: Callable[[str, list[str]], str]   # C statements writing dest[i], given the names of the linear index i
+                                            # and of the index per dimension (the emitter declares both)
     cast: str = "double"
+    inner: str = "1"                    # iterations per element (a reduction's length): the loop's work is numel × it
 
 
 @dataclass

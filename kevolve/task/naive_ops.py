@@ -59,30 +59,28 @@ class Lowering:
             raise NaiveError("the reference holds a tensor constant of more than one element")
         return const(self.read.number(float(t.item()), self.scalars))
 
-    def temp(self, shape: tuple[str, ...], body) -> Val:
+    def temp(self, shape: tuple[str, ...], body, inner: str = "1") -> Val:
         name = f"t{len(self.out.temps)}"
         self.out.temps.append((name, numel(shape)))
-        self.out.loops.append(Loop(name, shape, body))
+        self.out.loops.append(Loop(name, shape, body, inner=inner))
         return Val(shape, contiguous(name, shape, ""), flat=name)
 
     def write(self, name: str, v: Val) -> None:
-        def body(i: str) -> str:
-            split, idx = decompose(i, v.shape, "o")
-            return f"{split} {name}[{i}] = (float)({v.load(idx)});"
+        def body(i: str, idx: list[str]) -> str:
+            return f"{name}[{i}] = (float)({v.load(idx)});"
         self.out.loops.append(Loop(name, v.shape, body, cast="float"))
 
     def pointwise(self, template: str, *vals) -> Val:
         vals = tuple(self.val(v) for v in vals)
         shape = broadcast([v.shape for v in vals])
 
-        def body(i: str) -> str:
-            split, idx = decompose(i, shape, "i")
-            return f"{split} {{dest}}[{i}] = {template.format(*(aligned(v, shape, idx) for v in vals))};"
+        def body(i: str, idx: list[str]) -> str:
+            return f"{{dest}}[{i}] = {template.format(*(aligned(v, shape, idx) for v in vals))};"
         return self._temp_body(shape, body)
 
-    def _temp_body(self, shape, body) -> Val:
+    def _temp_body(self, shape, body, inner: str = "1") -> Val:
         name = f"t{len(self.out.temps)}"
-        return self.temp(shape, lambda i: body(i).replace("{dest}", name))
+        return self.temp(shape, lambda i, idx: body(i, idx).replace("{dest}", name), inner)
 
     def reduce(self, op: str, v: Val, dims, keepdim: bool, post: str = "{acc}") -> Val:
         """`op` over `dims` of `v` (all of them when empty or None); `post`: the result of the accumulator (mean's
@@ -95,15 +93,15 @@ class Lowering:
         red_shape = tuple(v.shape[k] for k in dims)
         start, step = REDUCE[op]
 
-        def body(i: str) -> str:
-            split, out_idx = decompose(i, tuple(v.shape[k] for k in kept), "i")
+        def body(i: str, idx: list[str]) -> str:
+            out_idx = [idx[k] for k in kept] if keepdim else idx       # the result's index over the kept dims
             rsplit, red_idx = decompose("r", red_shape, "j")
             full, it_o, it_r = [], iter(out_idx), iter(red_idx)
             for k in range(n):
                 full.append(next(it_r) if k in dims else next(it_o))
-            return (f"{split} double acc = {start}; for (int64_t r = 0; r < {numel(red_shape)}; ++r) {{ {rsplit} "
+            return (f"double acc = {start}; for (int64_t r = 0; r < {numel(red_shape)}; ++r) {{ {rsplit} "
                     f"acc = {step.format(v.load(full))}; }} {{dest}}[{i}] = {post.format(acc='acc')};")
-        return self._temp_body(out_shape, body)
+        return self._temp_body(out_shape, body, numel(red_shape))
 
     def count(self, v: Val, dims) -> str:
         n = len(v.shape)
@@ -115,12 +113,11 @@ class Lowering:
         m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
         shape = (*lead, m, n)
 
-        def body(i: str) -> str:
-            split, idx = decompose(i, shape, "i")
+        def body(i: str, idx: list[str]) -> str:
             bi = idx[:1] if batch else []
-            return (f"{split} double acc = 0.0; for (int64_t k = 0; k < ({k}); ++k) acc += "
+            return (f"double acc = 0.0; for (int64_t k = 0; k < ({k}); ++k) acc += "
                     f"{a.load([*bi, idx[-2], 'k'])} * {b.load([*bi, 'k', idx[-1]])}; {{dest}}[{i}] = acc;")
-        return self._temp_body(shape, body)
+        return self._temp_body(shape, body, f"({k})")
 
     # ------------------------------------------------------------------ views
     def materialized(self, v: Val) -> Val:

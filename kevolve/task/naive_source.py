@@ -9,15 +9,15 @@ kernel returns 1 when a launch failed (`cudaGetLastError`), else 0.
 """
 from __future__ import annotations
 
-from kevolve.task.naive import Lowered, numel
+from kevolve.task.naive import Lowered, decompose, numel
 
 HEAD = """// A naive kernel written by `python -m kevolve.tasks new` from the task's torch reference
 // (kevolve/task/naive.py): one loop nest per operation, in double, the temporaries in the workspace.
 // Correct, not fast: a seed for the search to improve.
 """
-KNOBS = """// The knob search's first tunables (kevolve/operators/knobs.py): elements per OpenMP chunk, and the loop
-// size from which a loop runs on every thread (smaller ones run on one: a parallel region costs microseconds).
-constexpr int CHUNK = 1024;                 // knob: 64, 256, 1024, 4096
+KNOBS = """// The knob search's first tunables (kevolve/operators/knobs.py): iterations per OpenMP chunk, and the work
+// (elements × their inner loop) from which a loop runs on every thread (a parallel region costs microseconds).
+constexpr int CHUNK = 16;                   // knob: 1, 4, 16, 64, 256, 1024
 constexpr int64_t PARALLEL_FROM = 16384;    // knob: 1024, 4096, 16384, 65536, 262144
 """
 HELPERS = """{q} double kv_max(double a, double b) {{ return (a != a || a > b) ? a : b; }}
@@ -38,6 +38,18 @@ def _unused(low: Lowered) -> str:
     return "".join(f" (void){name};" for name, _ in low.temps)
 
 
+def nested(loop) -> str:
+    """One loop nest per dimension on the CPU (no division per element); OpenMP shares the outermost. A result
+    of no dimension is one iteration."""
+    shape = loop.shape or ("1",)
+    idx = [f"i{k}" for k in range(len(shape))]
+    head = "".join(f"for (int64_t {v} = 0; {v} < ({d}); ++{v}) " for v, d in zip(idx, shape))
+    linear = "0"
+    for v, d in zip(idx, shape):
+        linear = f"({linear})*({d}) + {v}"
+    return f"{head}{{ const int64_t i = {linear}; {loop.body('i', idx if loop.shape else [])} }}"
+
+
 def cpu(task, low: Lowered) -> str:
     from kevolve.task.abi import c_prototype
     proto = c_prototype(task, "cpu").removesuffix(";")
@@ -45,8 +57,8 @@ def cpu(task, low: Lowered) -> str:
            _temps(low)]
     for loop in low.loops:
         n = numel(loop.shape)
-        out.append(f"    #pragma omp parallel for schedule(static, CHUNK) if(({n}) >= PARALLEL_FROM)\n"
-                   f"    for (int64_t i = 0; i < {n}; ++i) {{ {loop.body('i')} }}")
+        out.append(f"    #pragma omp parallel for schedule(static, CHUNK) if(({n}) * ({loop.inner}) >= PARALLEL_FROM)\n"
+                   f"    {nested(loop)}")
     out.append("    return 0;\n}\n")
     return "\n".join(out)
 
@@ -61,10 +73,11 @@ def cuda(task, low: Lowered) -> str:
            HELPERS.format(q="__device__ static inline")]
     for k, loop in enumerate(low.loops):
         n = numel(loop.shape)
+        split, idx = decompose("i", loop.shape, "i")
         out.append(f"__global__ void naive_{k}({params}) {{\n{_temps(low)}{_unused(low)}\n"
                    f"    const int64_t step = (int64_t)gridDim.x * blockDim.x;\n"
                    f"    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < {n}; i += step) "
-                   f"{{ {loop.body('i')} }}\n}}\n")
+                   f"{{ {split} {loop.body('i', idx)} }}\n}}\n")
     out.append(proto + " {")
     for k, loop in enumerate(low.loops):
         n = numel(loop.shape)
