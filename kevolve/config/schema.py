@@ -164,7 +164,8 @@ class SearchConfig:
     reps: int = 50                       # timing: at most this many calls per function and configuration
     budget_s: float = 0.15               # timing: or this many seconds per function and configuration
     time_inits: str = "first"            # time one initialisation per shape (first), or every one (all)
-    baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])
+    baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])   # torch timed beside each kernel:
+                                         # eager | compile | compile-max-autotune (speedup is over the fastest)
     baseline_refresh_s: Optional[float] = None  # evaluators re-time baselines after this long (0: with every
                                          # candidate); None: 300 (the best is chosen by paired timings)
     compare_share: float = 0.25          # paired comparisons of challengers with the best take at most this share
@@ -178,7 +179,7 @@ class ResourcesConfig:
     evaluators: Optional[int] = None     # None: one per GPU on cuda, 1 on cpu; more than the GPUs: they share
                                          # them (checks overlap, timed rounds take turns: judge/evaluator/gpu_lock.py)
     builders: Optional[int] = None       # builds in flight at most; None: CPUs left after evaluators (at least 1)
-    cpus_per_evaluator: float = 1.0
+    cpus_per_evaluator: float = 1.0      # Ray CPUs an evaluator claims (builders get the CPUs left)
     # CPU target: threads torch and the kernel get, each worker pinned to that many claimed CPUs (None: all cores)
     worker_threads: Optional[int] = None
     num_cpus: Optional[int] = None       # local Ray only: CPUs to give it (None: all)

@@ -51,7 +51,8 @@ class VertexConfig:
 @dataclass
 class LLMConfig:
     provider: str = "none"               # none | openai | gemini | local (an OpenAI-compatible server)
-    models: list[ModelSpec] = field(default_factory=list)
+    models: list[ModelSpec] = field(default_factory=list)   # the ensemble: [{name: gpt-5, weight: 1}, …], each
+                                         # {name, weight, provider, base_url, reasoning} (ModelSpec)
     temperatures: list[float] = field(default_factory=lambda: [1.0])            # one drawn per call
     reasoning_efforts: list[Optional[str]] = field(default_factory=lambda: [None])  # one drawn per call, for
                                          # reasoning models; null: send none (the service's default)
@@ -72,7 +73,7 @@ class LLMConfig:
     vertex: VertexConfig = field(default_factory=VertexConfig)
     replay: Optional[str] = None         # a run directory: answer only from its response cache, no network
     cache: bool = True                   # keep every reply in RUN_DIR/llm_cache.sqlite (what replay reads)
-    prices: dict[str, Price] = field(default_factory=dict)  # USD per million tokens, over conf/llm/prices.yaml
+    prices: dict[str, Price] = field(default_factory=dict)  # USD per million tokens, over kevolve/llm/prices.yaml
 
 
 def provider_of(cfg: LLMConfig, model: ModelSpec) -> str:

@@ -26,6 +26,7 @@ from kevolve.progress import bar
 from kevolve.report import data, failures, figures
 from kevolve.report.tables import config_rows
 from kevolve.record import read
+from kevolve.search.resolved import fill
 from kevolve.record.scrub import scrub, scrub_text
 
 STYLE = """
@@ -144,9 +145,10 @@ def _run(page: Page, run: data.Run, prefix: str) -> None:
     page.add(failures.section(run))
     if best:
         _diff(page, run, best)
-    config = scrub(run.meta.get("config") or {})
-    page.add("<details><summary>resolved "
-             f"configuration</summary><pre>{_e(json.dumps(config, indent=1))}</pre></details>")
+    plans = [p for _, kind, p in run.events if kind == "plan" and p.get("resolved")]
+    config = scrub(fill(run.meta.get("config") or {}, plans[-1]["resolved"]) if plans else run.meta.get("config") or {})
+    page.add("<details><summary>resolved configuration" + (" (nulls as the run resolved them)" if plans else "")
+             + f"</summary><pre>{_e(json.dumps(config, indent=1))}</pre></details>")
 
 
 def _diff(page: Page, run: data.Run, best) -> None:

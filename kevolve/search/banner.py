@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from kevolve.search.estimate import CHARS_PER_TOKEN, Estimate, estimate
+from kevolve.search.resolved import values
 from kevolve.record import events
 
 
@@ -87,6 +88,7 @@ def record(plan, est: Estimate) -> dict:
             "operators": dict(plan.population.operators), "verifiers": list(plan.verifiers.checks),
             "verifier_mode": plan.verifiers.mode, "translations": plan.translations,
             "candidates": plan.candidates, "wall_time_s": plan.wall_time_s, "dollars": plan.dollars,
+            "resolved": values(plan),
             "expected": {"llm_candidate_usd": round(est.llm_candidate_usd, 6),
                          "knob_candidate_usd": round(est.knob_candidate_usd, 6), "run_usd": round(est.run_usd, 6),
                          "run_max_usd": round(est.run_max_usd, 6),

@@ -591,6 +591,7 @@ def test_multirun_gives_each_job_its_own_run_dir(tmp_path):
     assert len(summaries) == 2
     dirs = {s["run_dir"] for s in summaries}
     assert len(dirs) == 2 and all((Path(d) / "kevolve.db").exists() for d in dirs)
+    assert {Path(d).name for d in dirs} == {"0_seed=0", "1_seed=1"}      # named by what the sweep varies
     assert all(s["candidates"] == 2 and s["best"] is not None for s in summaries)
 
 
