@@ -40,8 +40,8 @@ def main(cfg: DictConfig) -> int:
     try:
         config = from_hydra(cfg)
         if _resolved:                                # the values the run would use, on this machine; runs nothing
-            from kevolve.search.resolved import text
-            print(text(config), flush=True)
+            from kevolve.search.dry_run import resolved
+            print(resolved(config), flush=True)
             return 0
         if config.search.dry_run:                    # prices the first prompts; calls nothing, writes nothing
             from kevolve.search.dry_run import dry_run

@@ -23,7 +23,7 @@ def _comments(cls) -> dict[str, str]:
     """Field name -> its comment in the class's source (the line's own, then the comment-only lines under it)."""
     lines, _ = inspect.getsourcelines(cls)
     tree = ast.parse(textwrap.dedent("".join(lines)))
-    body = tree.body[0].body
+    body = getattr(tree.body[0], "body", [])
     out: dict[str, str] = {}
     doc = inspect.getdoc(cls) or ""
     for m in re.finditer(r"^(\w+):\s+(.*(?:\n(?!\w+:\s).*)*)", doc, re.M):
@@ -38,7 +38,7 @@ def _comments(cls) -> dict[str, str]:
         own = indent(lines[k])
         text = lines[k].split("#", 1)[1].strip() if "#" in lines[k] else ""
         if not text:                              # a comment block right above it, at its indentation
-            j, above = k - 1, []
+            j, above = k - 1, []  # type: tuple[int, list[str]]
             while j >= 0 and lines[j].strip().startswith("#") and indent(lines[j]) == own:
                 above.insert(0, lines[j].strip().lstrip("#").strip())
                 j -= 1

@@ -4,8 +4,8 @@
 `values(plan)` gives, by dotted field, what the plan resolved (kevolve/search/plan.py): the target and shape set,
 the evaluators, builders and candidates in flight, the LLM calls in flight, the operator weights and verifiers the
 LLM chosen turns on, the baselines' refresh, the seeds. `fill(config, values)` is the configuration with them in
-place (the seeds are said, not set: `search.seeds` takes all|listed|best|files). `text(cfg)` resolves on this machine (as the dry run does: its CPUs and GPUs, or one GPU for target=cuda) and
-prints the configuration as YAML with what was resolved said first. Pure but for `text` (which loads the task).
+place (the seeds are said, not set: `search.seeds` takes all|listed|best|files). Pure; `--resolved` itself is
+kevolve/search/dry_run.py's `resolved`.
 """
 from __future__ import annotations
 
@@ -41,33 +41,3 @@ def fill(config: dict, resolved: dict[str, Any]) -> dict:
         if key != "search.seeds" and value is not None and (node.get(last) is None or isinstance(node.get(last), dict)):
             node[last] = value
     return out
-
-
-def text(cfg) -> str:
-    import yaml
-    from dataclasses import replace
-    from omegaconf import OmegaConf
-    from kevolve.search.dry_run import device, local_cluster
-    from kevolve.search.plan import resolve
-    from kevolve.task.load import load_task
-    cluster = local_cluster(cfg)
-    plan = resolve(cfg, load_task(cfg.task.name), cluster)
-    plan = replace(plan, device=device(plan.target))
-    given = OmegaConf.to_container(OmegaConf.structured(cfg))
-    found = values(plan)
-    said = [f"{k}: {v}" for k, v in found.items() if v is not None and k != "search.seeds"
-            and (_get(given, k) is None or k == "search.population.operators")]
-    said.append(f"seeds (search.seeds={cfg.search.seeds}): {', '.join(found['search.seeds']) or 'none'}")
-    head = [f"# resolved on this machine ({int(cluster['CPU'])} CPUs, {int(cluster['GPU'])} GPUs; {plan.device}); "
-            "a cluster resolves its own" if cfg.resources.address is None else
-            "# resolved as if on this machine: the cluster at resources.address resolves its own evaluators",
-            "# null in the configuration, resolved here:", *[f"#   {line}" for line in said]]
-    return "\n".join(head) + "\n" + yaml.safe_dump(fill(given, found), sort_keys=False, width=110)
-
-
-def _get(d: dict, key: str):
-    for part in key.split("."):
-        if not isinstance(d, dict):
-            return None
-        d = d.get(part)
-    return d

@@ -31,7 +31,7 @@ def write(imp: Imported, out: str | Path, atol: float = 1e-4, rtol: float = 1e-4
     folder = Path(out) / imp.name
     if (folder / "task.yaml").exists() and MARK not in (yaml.safe_load((folder / "task.yaml").read_text()) or {}):
         raise ProblemError(f"{folder} holds a task the importer did not make: choose another --out or --name")
-    from kevolve.task.new import naive_seeds, with_seeds
+    from kevolve.task.naive_seeds import naive_seeds, with_seeds
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "problem.py").write_text(imp.source.read_text())
     (folder / "reference.py").write_text(reference_py(imp))

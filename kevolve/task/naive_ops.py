@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import operator
 
-from kevolve.task.naive import Loop, Lowered, NaiveError, Sizes, Val, aligned, broadcast, contiguous, decompose, numel
+from kevolve.task.naive_ir import (Loop, Lowered, NaiveError, Sizes, Val, aligned, broadcast, contiguous, decompose,
+                                   numel)
 
 UNARY = {"neg": "(-{0})", "exp": "exp({0})", "exp2": "exp2({0})", "expm1": "expm1({0})", "log": "log({0})",
          "log2": "log2({0})", "log1p": "log1p({0})", "sqrt": "sqrt({0})", "rsqrt": "(1.0 / sqrt({0}))",

@@ -9,7 +9,7 @@ kernel returns 1 when a launch failed (`cudaGetLastError`), else 0.
 """
 from __future__ import annotations
 
-from kevolve.task.naive import Lowered, decompose, numel
+from kevolve.task.naive_ir import Lowered, decompose, numel
 
 HEAD = """// A naive kernel written by `python -m kevolve.tasks new` from the task's torch reference
 // (kevolve/task/naive.py): one loop nest per operation, in double, the temporaries in the workspace.
