@@ -41,6 +41,10 @@ def main(cfg: DictConfig) -> int:
         config = from_hydra(cfg)
         if _resolved:                                # the values the run would use, on this machine; runs nothing
             from kevolve.search.dry_run import resolved
+            if config.resume:                        # a resumed run's: its recorded settings, as the run takes them
+                from kevolve.search.resumed import settings
+                config, notes, _ = settings(config, Path(config.resume), list(HydraConfig.get().overrides.task))
+                print("\n".join(f"# {line}" for line in notes))
             print(resolved(config), flush=True)
             return 0
         if config.search.dry_run:                    # prices the first prompts; calls nothing, writes nothing

@@ -84,6 +84,6 @@ def run(name: str, source: str, out: str | None, atol: float, rtol: float, funct
         print("seeds: not judged (--no-check)")
     print("to fill in (task.yaml says it too):\n" + "\n".join(f"  - {line}" for line in created.fill_in))
     print(f"next:\n  python -m kevolve.tasks check {folder}            # torch's own float32 within the tolerance?\n"
-          f"  python -m kevolve task={folder} resources.target=cpu   # a CPU search from the naive seed\n"
+          f"  python -m kevolve task={folder} target=cpu            # a CPU search from the naive seed\n"
           f"  python -m kevolve task={folder} llm=openai             # the LLM pipeline")
     return status

@@ -37,7 +37,8 @@ def section(run) -> str:
 
 def _table(columns: list[str], rows: list[list], name: str) -> str:
     head = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in columns) + "</tr>"
-    body = "".join("<tr>" + "".join(f"<td>{_e(scrub_text(str(c)))}</td>" for c in r) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f'<td style="text-align:left">{_e(scrub_text(str(c)))}</td>' for c in r)
+                    + "</tr>" for r in rows)
     return f'<table data-table="{name}">{head}{body}</table>'
 
 

@@ -123,8 +123,9 @@ class Finish:
         c = record.candidate
         if c.operator == "seed":
             where = f" on {row['configuration']}" if row["configuration"] else ""
+            detail = row["detail"].removeprefix("static rule: ").removeprefix(f"{row['configuration']}: ")
             self.say(f"seed {c.meta_dict().get('file') or ''} ({c.id}) rejected at {row['stage']}{where}: "
-                     f"{row['reason']} — {row['detail'][:300]}")
+                     f"{row['reason']} — {detail[:300]}")
 
     def rejections_line(self) -> str:
         n = sum(self.rejections.values())
