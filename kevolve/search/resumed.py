@@ -35,22 +35,23 @@ FIXED = ("task.name", "task.shapes", "resources.target", "search.mode", "search.
 GROUPS = ("task", "search", "resources", "llm", "logger")
 
 
-def flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted leaves of a nested dict (a dict of dicts); a list, a scalar or an empty dict is a leaf."""
+def flat(d: Any, prefix: tuple = ()) -> dict[tuple, Any]:
+    """The leaves of a nested dict by their key path (a tuple: a key may hold dots, as `gpt-5.1` does); a list, a
+    scalar or an empty dict is a leaf."""
     if isinstance(d, dict) and d:
-        out: dict[str, Any] = {}
+        out: dict[tuple, Any] = {}
         for k, v in d.items():
-            out.update(flat(v, f"{prefix}.{k}" if prefix else str(k)))
+            out.update(flat(v, (*prefix, str(k))))
         return out
     return {prefix: d}
 
 
-def nested(leaves: dict[str, Any]) -> dict[str, Any]:
+def nested(leaves: dict[tuple, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, value in leaves.items():
+    for path, value in leaves.items():
         node = out
-        *path, last = key.split(".")
-        for part in path:
+        *parents, last = path
+        for part in parents:
             node = node.setdefault(part, {})
         node[last] = value
     return out
@@ -71,7 +72,7 @@ def given(command: list[str]) -> set[str]:
             for over in (data or {}).get("defaults") or []:
                 if isinstance(over, dict):
                     keys.update(k.split("/")[-1].strip() for k in over)      # override /task: … → task
-            keys.update(k for k in flat({k: v for k, v in (data or {}).items() if k != "defaults"}) if k)
+            keys.update(".".join(k) for k in flat({k: v for k, v in (data or {}).items() if k != "defaults"}) if k)
             continue
         keys.add(key)
     return keys
@@ -93,15 +94,15 @@ def merge(cfg: Config, recorded: dict, command: list[str] | None) -> tuple[Confi
     before = flat(recorded)
     keys = given(command) if command is not None else None
     merged, changed = {}, []
-    for key, now in current.items():
-        then = before.get(key, now)
-        if key.split(".")[0] in PER_INVOCATION or key not in before:
-            merged[key] = now
+    for path, now in current.items():
+        then, key = before.get(path, now), ".".join(path)
+        if path[0] in PER_INVOCATION or path not in before:
+            merged[path] = now
             continue
         if keys is not None and not _is_given(key, keys):
-            merged[key] = then
+            merged[path] = then
             continue
-        merged[key] = now
+        merged[path] = now
         if now != then:
             if key in FIXED and then is not None:
                 raise ConfigError(f"config field {key!r}: the run in {cfg.resume} was searched with {_show(then)}, "

@@ -115,3 +115,11 @@ def test_an_event_the_resume_writes_keeps_what_it_said(tmp_path):
         store.log_event(events.Resume(run_dir="x", said=("a", "b"), command=("resume=x",)))
         (e,) = store.events_of(events.Resume)
     assert e.said == ["a", "b"] or e.said == ("a", "b")
+
+
+def test_a_key_with_dots_comes_back_whole(tmp_path):
+    """A price table's model names hold dots (gpt-5.1): restored as one key, not split into levels."""
+    recorded = recorded_config()
+    recorded["llm"]["prices"] = {"gpt-5.1": {"input": 1.0, "output": 2.0}}
+    cfg, changed = resumed.merge(resume_cfg(tmp_path), recorded, [f"resume={tmp_path}"])
+    assert cfg.llm.prices["gpt-5.1"].output == 2.0 and changed == []
