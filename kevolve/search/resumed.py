@@ -78,38 +78,61 @@ def given(command: list[str]) -> set[str]:
     return keys
 
 
-def _is_given(key: str, keys: set[str]) -> bool:
-    parts = key.split(".")
-    return any(".".join(parts[:i]) in keys for i in range(1, len(parts) + 1))
-
-
 def _show(v: Any) -> str:
     return "null" if v is None else repr(v) if isinstance(v, str) else str(v)
+
+
+def _known(recorded: Any, current: Any) -> Any:
+    """What of the recorded configuration the schema still has: a section's keys it knows, a table (a dict the
+    schema leaves open: prices, operator weights, Ray resources) whole, a value as it is."""
+    if isinstance(current, dict) and current and isinstance(recorded, dict):
+        return {k: _known(recorded[k], current[k]) if k in recorded else v for k, v in current.items()}
+    return recorded
+
+
+def _at(tree: dict, key: str) -> tuple[tuple, Any] | None:
+    """(path, value) of a dotted key in `tree`, a part of it holding dots where the tree says so (`gpt-5.1`)."""
+    parts, node, path = key.split("."), tree, ()
+    while parts:
+        for n in range(len(parts), 0, -1):
+            name = ".".join(parts[:n])
+            if isinstance(node, dict) and name in node:
+                node, path, parts = node[name], (*path, name), parts[n:]
+                break
+        else:
+            return None
+    return path, node
 
 
 def merge(cfg: Config, recorded: dict, command: list[str] | None) -> tuple[Config, list[str]]:
     """The resumed configuration and the differences said (see the module's docstring)."""
     from omegaconf import OmegaConf
-    current = flat(OmegaConf.to_container(OmegaConf.structured(cfg)))
-    before = flat(recorded)
-    keys = given(command) if command is not None else None
-    merged, changed = {}, []
-    for path, now in current.items():
-        then, key = before.get(path, now), ".".join(path)
-        if path[0] in PER_INVOCATION or path not in before:
-            merged[path] = now
+    now_tree = OmegaConf.to_container(OmegaConf.structured(cfg))
+    then_tree = _known(recorded, now_tree)
+    if command is None:                               # from Python: the configuration given, whole
+        tree = now_tree
+    else:
+        tree = nested(flat(then_tree))
+        for key in sorted(given(command) | set(PER_INVOCATION), key=len):
+            found = _at(now_tree, key)
+            if found is not None:
+                path, value = found
+                node = tree
+                for part in path[:-1]:
+                    node = node.setdefault(part, {})
+                node[path[-1]] = value
+    then, now = flat(then_tree), flat(tree)
+    changed = []
+    for path in dict.fromkeys([*then, *now]):
+        key = ".".join(path)
+        if path[0] in PER_INVOCATION or then.get(path) == now.get(path):
             continue
-        if keys is not None and not _is_given(key, keys):
-            merged[path] = then
-            continue
-        merged[path] = now
-        if now != then:
-            if key in FIXED and then is not None:
-                raise ConfigError(f"config field {key!r}: the run in {cfg.resume} was searched with {_show(then)}, "
-                                  f"not {_show(now)}; a resumed run judges as its earlier parts did (leave it out, "
-                                  f"or start a new run)")
-            changed.append(f"{key}: {_show(then)} → {_show(now)}")
-    return from_hydra(nested(merged)), changed
+        if key in FIXED and then.get(path) is not None:
+            raise ConfigError(f"config field {key!r}: the run in {cfg.resume} was searched with {_show(then[path])}, "
+                              f"not {_show(now.get(path))}; a resumed run judges as its earlier parts did (leave it "
+                              "out, or start a new run)")
+        changed.append(f"{key}: {_show(then.get(path))} → {_show(now.get(path))}")
+    return from_hydra(tree), changed
 
 
 def searched_before(store) -> float:
