@@ -85,3 +85,10 @@ def test_the_judge_says_so_instead_of_judging_garbage():
     assert not ev.correct and ev.stage == "verify" and not ev.compiled
     assert ev.failure.startswith("static rule: line ") and "missing `const float* bias`" in ev.failure
     assert "NaN" not in ev.failure
+
+
+def test_a_helper_of_the_same_name_is_not_taken_for_the_entry_point():
+    helper = ("namespace impl {\nstatic int forward(const float* x, float* y) { return 0; }\n}\n"
+              + SEED.replace(HEAD, 'extern "C" {\nint forward(const float* x, const float* weight, const float* bias, '
+                                   'float* out,') + "}\n")
+    assert reason(helper) is None, reason(helper)

@@ -96,9 +96,25 @@ def _split(param: list[str]) -> tuple[list[str], str]:
     return param, ""
 
 
+def _extern_c(toks: list) -> list[bool]:
+    """Per token: whether it sits in an `extern "C"` declaration (the 8 tokens before it say `extern`, or an
+    `extern "C" {` block holds it)."""
+    out: list[bool] = []
+    stack: list[bool] = []                             # per open brace: whether it opened an extern "C" block
+    for i, t in enumerate(toks):
+        if t.text == "{":
+            stack.append(i >= 2 and toks[i - 1].kind == "string" and toks[i - 1].value() == "C"
+                         and toks[i - 2].text == "extern")
+        elif t.text == "}" and stack:
+            stack.pop()
+        out.append(any(stack) or any(x.text == "extern" for x in toks[max(0, i - 8):i]))
+    return out
+
+
 def find(toks: list, name: str) -> tuple[int, int] | None:
-    """(index of the "(", line) of the entry point's parameter list: its definition, else its last declaration."""
-    found = None
+    """(index of the "(", line) of the entry point's parameter list: its definition (an `extern "C"` one first),
+    else its last declaration."""
+    found, defs, c = None, [], _extern_c(toks)
     for i, t in enumerate(toks[:-1]):
         if not t.user or t.kind != "ident" or t.text != name or toks[i + 1].text != "(":
             continue
@@ -113,9 +129,12 @@ def find(toks: list, name: str) -> tuple[int, int] | None:
                 break
         follow = toks[j].text if j < len(toks) else ""
         if follow == "{":
-            return i + 1, t.line
+            defs.append((not c[i], i + 1, t.line))
         if follow == ";" and found is None:
             found = (i + 1, t.line)
+    if defs:
+        _, i, line = min(defs, key=lambda d: d[0])     # an extern "C" definition before any other
+        return i, line
     return found
 
 
