@@ -62,6 +62,8 @@ def test_a_dead_llm_leaves_no_evaluator_idle_and_says_why(tmp_path, endpoints, c
     with ray_with({}, tmp_path / "cache"):
         summary = search.run(cfg, run_dir)
     err = capfd.readouterr().err
+    print(f"evaluators busy {summary.evaluator_busy:.0%} in {summary.search_seconds:.0f} s; {summary.llm_health}")
+    print("\n".join(line for line in err.splitlines() if "LLM" in line or line.startswith("[")))
     assert summary.best is not None and summary.candidates == 10, summary
     assert summary.evaluator_busy >= 0.8, summary
     h = summary.llm_health

@@ -108,3 +108,16 @@ def test_tasks_new_to_a_finished_cpu_search(tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     summary = json.loads(run.stdout.strip().splitlines()[-1])
     assert summary["task"] == "silu" and summary["candidates"] == 4 and summary["best"]["confirmed"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["F.silu(x)", "torch.softmax(x, dim=-1)", "F.layer_norm(x, (N,)) * 2 + x.mean()"])
+def test_the_naive_cuda_seed_is_correct_on_a_gpu(tmp_path, op):
+    """The CUDA seed `tasks new` writes (compiled, never run, on a host without a GPU), judged on one."""
+    from kevolve.judge.evaluator.harness import evaluate
+    from kevolve.judge.options import Options
+    created = new_task("op", write(tmp_path, SILU.replace("F.silu(x)", op)), tmp_path / "tasks")
+    task = load_task(created.folder)
+    ev = evaluate(task, (created.folder / "seeds" / "cuda.cu").read_text(),
+                  Options(target="cuda", shapes="bench", time_kernel=False))
+    assert ev.correct, ev.failure
