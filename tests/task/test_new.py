@@ -111,6 +111,7 @@ def test_tasks_new_to_a_finished_cpu_search(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("op", ["F.silu(x)", "torch.softmax(x, dim=-1)", "F.layer_norm(x, (N,)) * 2 + x.mean()"])
 def test_the_naive_cuda_seed_is_correct_on_a_gpu(tmp_path, op):
     """The CUDA seed `tasks new` writes (compiled, never run, on a host without a GPU), judged on one."""
