@@ -66,6 +66,7 @@ def test_cuda_needs_the_stream_last():
     assert why is not None and "missing `cudaStream_t stream`" in why, why
 
 
+@pytest.mark.slow                   # ~15 s: every seed of every task preprocessed
 def test_every_shipped_seed_and_best_kernel_passes():
     from kevolve.config.tasks import list_tasks
     for name in list_tasks():
