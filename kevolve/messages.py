@@ -207,8 +207,9 @@ class RunSummary:
     correct: int
     stopped: str                     # why the search stopped
     seconds: float                   # the whole run, the best's final judgement included
-    search_seconds: float            # the search alone: from the driver's start to the end of its loop
-    candidates_per_minute: float     # verdicts per minute of search_seconds
+    search_seconds: float            # the search alone: from the driver's start to the end of its loop (this
+                                     # part's, for a resumed run)
+    candidates_per_minute: float     # verdicts per minute of search_seconds (this part's verdicts)
     evaluators: int
     evaluator_busy: float            # the share of the evaluators' search_seconds spent judging candidates or
                                      # timing a challenger paired with the best (stage_seconds' evaluate, compare)
@@ -224,6 +225,10 @@ class RunSummary:
     not_released: tuple[str, ...] = ()   # with search.release, when no candidate passed it: each one tried, and why
                                          # (`best` is then None: the run names no kernel)
     op: Op | None = None             # the assembled op (None: no correct kernel, or a fixed stream of sources)
+    llm_health: dict[str, Any] = field(default_factory=dict)   # LLM calls, failed, causes, per provider/model;
+                                     # `ended`: the LLM's failures stopped an LLM-only run (exit status 2)
+    rejections: dict[str, int] = field(default_factory=dict)   # failed candidates per reason (record/failures.py)
+    earlier: int = 0                 # a resumed run: verdicts of its earlier parts (in `candidates`, not in the rate)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

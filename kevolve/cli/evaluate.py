@@ -16,7 +16,7 @@ one fails, the smallest failing configuration named). strict_cuda=false judges a
 started before the confinement, host threads allowed after the seal and a refused attempt only noted
 (docs/guarantees.md). Each key=value is a field
 of the search's typed schema (`FIELDS`): a bad value is refused with the field's own message (exit 2), as
-`python -m kevolve` refuses it.
+`python -m kevolve` refuses it; the field's own name is taken too (`resources.target=cuda` as `target=cuda`).
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ def parse(argv: list[str]) -> dict[str, str]:
         if a in ("-h", "--help"):
             raise UsageError(__doc__.strip())
         key, sep, value = a.partition("=")
+        key = ALIASES.get(key, key)              # the search's spelling of a field: resources.target=cuda, …
         if not sep or key not in KEYS:
             raise UsageError(f"unknown argument {a!r}; expected key=value with key in {sorted(KEYS)}")
         args[key] = value
@@ -58,6 +59,9 @@ FIELDS = {"task": "task.name", "shapes": "task.shapes", "target": "resources.tar
           "time_inits": "search.time_inits", "compiled_checks": "resources.compiled_checks",
           "cpu_flush": "resources.cpu_flush", "strict_cuda": "resources.strict_cuda", "domain": "search.domain",
           "release": "search.release"}
+
+
+ALIASES = {field: key for key, field in FIELDS.items()}
 
 
 def config_from(args: dict[str, str], target: str):

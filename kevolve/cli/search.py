@@ -5,9 +5,12 @@
 Hydra composes `conf/config.yaml`; `kevolve.config.from_hydra` checks it against the typed schema (a bad
 value stops here, naming the field); `kevolve.search.run` does the rest. Prints a live progress line on
 stderr, then the summary table, and as the last line of stdout one JSON object.
-`search.dry_run=true` prints what the run would send and spend instead (kevolve/search/dry_run.py), exit 0.
+`search.dry_run=true` prints what the run would send and spend instead (kevolve/search/dry_run.py), exit 0;
+`--resolved` the configuration with the values the run would use where it says null (kevolve/search/resolved.py);
+`--help [PREFIX]` every field and what it means; `target=` is `resources.target=` (as kevolve.evaluate spells it).
 Exit status: 0 when a correct kernel was found, 1 when none was, 2 on a configuration error, a malformed
-task, or a run directory whose database cannot be written (the message says which and what to do).
+task, a run directory whose database cannot be written, or an LLM-only run (knob weighted 0) whose LLM failed
+`llm.down_after` calls in a row (the message says which and what to do; the run's record is kept).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from kevolve.config import hydra as hydra_setup
 
 CONF = str(ROOT / "conf")
 _started = False          # set once Hydra has composed the config and handed it to us
+_resolved = False         # --resolved: print the values a run would use, and exit
 
 
 @hydra.main(config_path=CONF, config_name="config", version_base=None)
@@ -35,6 +39,14 @@ def main(cfg: DictConfig) -> int:
     from kevolve.task.spec import TaskError
     try:
         config = from_hydra(cfg)
+        if _resolved:                                # the values the run would use, on this machine; runs nothing
+            from kevolve.search.dry_run import resolved
+            if config.resume:                        # a resumed run's: its recorded settings, as the run takes them
+                from kevolve.search.resumed import settings
+                config, notes, _ = settings(config, Path(config.resume), list(HydraConfig.get().overrides.task))
+                print("\n".join(f"# {line}" for line in notes))
+            print(resolved(config), flush=True)
+            return 0
         if config.search.dry_run:                    # prices the first prompts; calls nothing, writes nothing
             from kevolve.search.dry_run import dry_run
             print(dry_run(config), flush=True)
@@ -52,27 +64,48 @@ def main(cfg: DictConfig) -> int:
     from kevolve.report.tables import summary_text
     print(summary_text(summary, run_dir))
     print(json.dumps(summary.as_dict()), flush=True)
+    if HydraConfig.get().mode.name == "RUN" and summary.llm_health.get("ended"):
+        print("error: the LLM failed every call and no operator but the LLM's is weighted: check llm.base_url and "
+              "the key, or weight knob mutation (search.population.operators.knob=1)", file=sys.stderr)
+        sys.exit(2)
     if HydraConfig.get().mode.name == "RUN" and summary.best is None:
         sys.exit(1)
     return 0
 
 
+ALIASES = {"target": "resources.target", "shapes": "task.shapes"}   # `python -m kevolve.evaluate`'s spellings
+
+
 def task_paths(argv: list[str]) -> list[str]:
     """`task=PATH` (a task folder anywhere) becomes `task.name=PATH`: Hydra's option names cannot be paths, and
-    the `task` group's options are the folders of tasks/ (kevolve.config.hydra.install)."""
+    the `task` group's options are the folders of tasks/ (kevolve.config.hydra.install). `target=` and `shapes=`,
+    as `python -m kevolve.evaluate` spells them, are `resources.target=` and `task.shapes=`."""
     from kevolve.config.tasks import list_tasks
     out = []
     for arg in argv:
         key, sep, value = arg.partition("=")
         if key == "task" and sep and value not in list_tasks() and (Path(value) / "task.yaml").is_file():
             arg = f"task.name={value}"
+        elif key in ALIASES and sep:
+            arg = f"{ALIASES[key]}={value}"
         out.append(arg)
     return out
 
 
 def cli() -> None:
-    """Hydra reports its own override errors with status 1; they are usage errors, so they exit with 2."""
-    sys.argv[1:] = task_paths(sys.argv[1:])
+    """Hydra reports its own override errors with status 1; they are usage errors, so they exit with 2.
+    `--help [PREFIX]` prints every field with its meaning (kevolve/config/describe.py); `--resolved` the values a
+    run would use (kevolve/search/resolved.py)."""
+    global _resolved
+    args = sys.argv[1:]
+    if args and args[0] in ("-h", "--help"):
+        from kevolve.config.describe import text
+        print(text(args[1] if len(args) > 1 else ""))
+        sys.exit(0)
+    if "--resolved" in args:
+        _resolved = True
+        args.remove("--resolved")
+    sys.argv[1:] = task_paths(args)
     hydra_setup.install()                        # the resolvers and task options conf/config.yaml composes with
     try:
         main()

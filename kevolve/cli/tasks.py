@@ -11,6 +11,9 @@ test, new ones, the best kernel each has so far, and the tools that judge and ta
                                then why each FAIL failed (`-v`: every filter's detail). Default: every task of
       [--device cpu|cuda]      tasks/, on the CPU's `small` set (cuda: `bench`). Exit 1 when a task fails a filter.
       [--filters a,b] [--variants N] [--max-shapes K]
+  new NAME --from FILE       a task of your own from a torch file (`def forward(x)`, `def get_inputs()`, int
+      [--out DIR]              constants for the sizes): the folder, naive seeds written from the reference and
+                               judged (cli/task_new.py, task/new.py), what to fill in, the commands to run next.
   import PATH … [--out DIR]  imports KernelBench problem files as task folders (`kevolve.task.kernelbench`);
       [--name NAME] [--atol X] [--rtol X]   prints each folder, or why a file was refused (then exit 1).
   best RUN_DIR [--force]     promotes a finished run's confirmed best kernel into its task's best/ (report/best.py):
@@ -70,6 +73,20 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--name", default=None, help="the task's name (one PATH only; default kb_[l<level>_]<stem>)")
     i.add_argument("--atol", type=float, default=1e-4)
     i.add_argument("--rtol", type=float, default=1e-4)
+    i.add_argument("--no-check", action="store_true", help="do not judge the naive seeds written")
+    n = sub.add_parser("new", help="a task folder of your own from a torch file, with naive seeds judged",
+                       description="Writes NAME/ from FILE (a function and get_inputs(), or a KernelBench problem): "
+                                   "problem.py, reference.py, task.yaml, prompt.md and naive seeds "
+                                   "(kevolve/task/new.py); the CPU seed is judged before it is listed.")
+    n.add_argument("name", metavar="NAME", help="the task's name (a folder of --out)")
+    n.add_argument("--from", dest="source", required=True, metavar="FILE",
+                   help="the torch file: `def forward(x): ...` and `def get_inputs(): ...`, int constants for the "
+                        "sizes (or a KernelBench problem)")
+    n.add_argument("--out", default=None, help="where the folder goes (default: tasks/)")
+    n.add_argument("--function", default="forward", help="the function that is the op (default: forward)")
+    n.add_argument("--atol", type=float, default=1e-4)
+    n.add_argument("--rtol", type=float, default=1e-4)
+    n.add_argument("--no-check", action="store_true", help="write the seeds without judging them")
     b = sub.add_parser("best", help="promote a finished run's best kernel into its task's best/")
     b.add_argument("run_dir", metavar="RUN_DIR")
     b.add_argument("--force", action="store_true", help="replace a best/ kernel with a higher recorded speedup")
@@ -91,7 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(importlib.import_module(f"kevolve.cli.{TOOLS[argv[0]]}").main(argv[1:]) or 0)
     args = parser().parse_args(argv)
     return {"list": list_command, "check": check_command, "import": import_command,
-            "best": best_command}[args.command](args)
+            "best": best_command, "new": new_command}[args.command](args)
+
+
+def new_command(args) -> int:
+    from kevolve.cli.task_new import run
+    return run(args.name, args.source, args.out, args.atol, args.rtol, args.function, not args.no_check)
 
 
 # ---------------------------------------------------------------- list
@@ -199,6 +221,7 @@ def import_command(args) -> int:
     if args.name and len(args.paths) > 1:
         print("error: --name names one task: give one PATH with it", file=sys.stderr)
         return 2
+    from kevolve.cli.task_new import judge_seeds
     refused = 0
     for path in args.paths:
         try:
@@ -207,6 +230,9 @@ def import_command(args) -> int:
         except (ProblemError, TaskError) as e:
             refused += 1
             print(f"{path}: refused: {e}", file=sys.stderr)
+            continue
+        if not args.no_check:
+            judge_seeds(folder)
     return 1 if refused else 0
 
 

@@ -89,7 +89,8 @@ def validate(c: Config) -> None:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     need(s.choice in CHOICES, "search.choice", s.choice, " | ".join(CHOICES))
-    need(s.seeds in SEEDS, "search.seeds", s.seeds, "all (listed seeds, then the best/ kernel) | listed | best")
+    need(s.seeds in SEEDS or all(Path(f).is_file() for f in s.seeds.split(",")), "search.seeds", s.seeds,
+         "all (listed seeds, then the best/ kernel) | listed | best | kernel files, comma-separated (PATH.cpp,…)")
     need(s.llm_calls is None or s.llm_calls >= 1, "search.llm_calls", s.llm_calls, "null or an integer >= 1")
     for key in ("translations", "meta_children", "strategies_shown"):
         need(getattr(s, key) >= (0 if key != "meta_children" else 1), f"search.{key}", getattr(s, key),

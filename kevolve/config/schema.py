@@ -134,8 +134,9 @@ class SearchConfig:
     seeds: str = "all"                   # what the search starts from: all (the seeds task.yaml lists for the
                                          # target, then the task's best/ kernel for it, if any) | listed (the
                                          # listed seeds only) | best (the best/ kernel only: `python -m
-                                         # kevolve.tasks best RUN_DIR` makes one); replay takes the recorded
-                                         # run's seeds, and a resumed run is not seeded again
+                                         # kevolve.tasks best RUN_DIR` makes one) | kernel files of your own,
+                                         # comma-separated (a task without seeds: an import, say); replay takes
+                                         # the recorded run's seeds, and a resumed run is not seeded again
     population: PopulationConfig = field(default_factory=PopulationConfig)   # islands, archive, selection, operators
     mode: str = "evolve"                 # evolve (the search) | best_of_n (the same budget as independent samples
                                          # from the seeds: no parents from the archive, no inspirations, repair,
@@ -168,7 +169,8 @@ class SearchConfig:
     reps: int = 50                       # timing: at most this many calls per function and configuration
     budget_s: float = 0.15               # timing: or this many seconds per function and configuration
     time_inits: str = "first"            # time one initialisation per shape (first), or every one (all)
-    baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])
+    baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])   # torch timed beside each kernel:
+                                         # eager | compile | compile-max-autotune (speedup is over the fastest)
     baseline_refresh_s: Optional[float] = None  # evaluators re-time baselines after this long (0: with every
                                          # candidate); None: 300 (the best is chosen by paired timings)
     domain: str = "draw"                 # draw: every judgement also checks a few configurations drawn from the
@@ -188,7 +190,7 @@ class ResourcesConfig:
     evaluators: Optional[int] = None     # None: one per GPU on cuda, 1 on cpu; more than the GPUs: they share
                                          # them (checks overlap, timed rounds take turns: judge/evaluator/gpu_lock.py)
     builders: Optional[int] = None       # builds in flight at most; None: CPUs left after evaluators (at least 1)
-    cpus_per_evaluator: float = 1.0
+    cpus_per_evaluator: float = 1.0      # Ray CPUs an evaluator claims (builders get the CPUs left)
     # CPU target: threads torch and the kernel get, each worker pinned to that many claimed CPUs (None: all cores)
     worker_threads: Optional[int] = None
     num_cpus: Optional[int] = None       # local Ray only: CPUs to give it (None: all)

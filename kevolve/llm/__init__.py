@@ -17,7 +17,7 @@ random.Random(seed) — and is kept in the run's response cache, so `llm.replay=
 network; transient failures (429, 5xx, timeouts, dropped connections) are retried with back-off and jitter,
 honouring Retry-After, and each endpoint has a concurrency limit; a call that fails for good raises `LLMError`
 (`retryable`, `status`, `attempts`); costs come from the token counts the service reported and
-conf/llm/prices.yaml; no API key appears in a repr, a log line of ours, an exception, a cache row or a Reply.
+kevolve/llm/prices.yaml; no API key appears in a repr, a log line of ours, an exception, a cache row or a Reply.
 Not guaranteed: that a reply contains a usable kernel (the operators parse and judge that), that our cost equals
 the provider's bill (no discounts for provider-side prompt caching), or the same reply from a live service twice.
 No Ray and no torch are imported here.

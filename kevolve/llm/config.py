@@ -51,14 +51,20 @@ class VertexConfig:
 @dataclass
 class LLMConfig:
     provider: str = "none"               # none | openai | gemini | local (an OpenAI-compatible server)
-    models: list[ModelSpec] = field(default_factory=list)
+    models: list[ModelSpec] = field(default_factory=list)   # the ensemble: [{name: gpt-5, weight: 1}, …], each
+                                         # {name, weight, provider, base_url, reasoning} (ModelSpec)
     temperatures: list[float] = field(default_factory=lambda: [1.0])            # one drawn per call
     reasoning_efforts: list[Optional[str]] = field(default_factory=lambda: [None])  # one drawn per call, for
                                          # reasoning models; null: send none (the service's default)
     thinking_budget: Optional[int] = None  # Gemini 2.5 thinking tokens (-1: dynamic, 0: off); None: default
     max_output_tokens: int = 32768       # per reply, thinking / reasoning tokens included
     timeout_s: float = 600.0             # per HTTP request; a request past it is retried
+    call_timeout_s: float = 1800.0       # per call: no request or retry starts after this (back-off and waits
+                                         # for a slot included); a call ends within it + one request's timeout_s
     max_retries: int = 6                 # after the first request, on 429, 5xx, timeouts, connection errors
+    down_after: int = 8                  # failed requests in a row after which an endpoint is down: its calls
+                                         # fail at once (the search goes on with knob mutation) …
+    probe_s: float = 60.0                # … but for one probe request this often; a reply brings it back
     backoff_s: float = 2.0               # first back-off; doubles per retry, with jitter, capped below
     backoff_max_s: float = 60.0          # (a Retry-After from the service is honoured over this)
     concurrency: int = 16                # requests in flight per provider endpoint
@@ -67,7 +73,7 @@ class LLMConfig:
     vertex: VertexConfig = field(default_factory=VertexConfig)
     replay: Optional[str] = None         # a run directory: answer only from its response cache, no network
     cache: bool = True                   # keep every reply in RUN_DIR/llm_cache.sqlite (what replay reads)
-    prices: dict[str, Price] = field(default_factory=dict)  # USD per million tokens, over conf/llm/prices.yaml
+    prices: dict[str, Price] = field(default_factory=dict)  # USD per million tokens, over kevolve/llm/prices.yaml
 
 
 def provider_of(cfg: LLMConfig, model: ModelSpec) -> str:
@@ -85,9 +91,9 @@ def validate(cfg: LLMConfig) -> None:
             raise LLMConfigError(f"config field 'llm.{key}': got {got!r}; expected {accepts}")
 
     need(cfg.provider in PROVIDERS, "provider", cfg.provider, " | ".join(PROVIDERS))
-    for key in ("max_output_tokens", "concurrency"):
+    for key in ("max_output_tokens", "concurrency", "down_after"):
         need(getattr(cfg, key) >= 1, key, getattr(cfg, key), "an integer >= 1")
-    for key in ("timeout_s", "backoff_s", "backoff_max_s"):
+    for key in ("timeout_s", "call_timeout_s", "backoff_s", "backoff_max_s", "probe_s"):
         value = getattr(cfg, key)
         need(value > 0 and math.isfinite(value), key, value, "a number of seconds > 0")
     need(cfg.max_retries >= 0, "max_retries", cfg.max_retries, "an integer >= 0")

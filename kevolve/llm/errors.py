@@ -18,20 +18,23 @@ class LLMConfigError(ValueError):
 class LLMError(RuntimeError):
     """One call failed for good. `status` is the HTTP status (None for a timeout or a connection error);
     `retryable` says whether the failure was transient (the retries ran out) or permanent (retrying would not
-    help); `attempts` counts the requests made."""
+    help); `attempts` counts the requests made; `cause` is the last failure in a few words, the same for failures
+    alike ("connection refused at http://127.0.0.1:9/v1"), for counting and showing."""
 
     def __init__(self, message: str, *, provider: str = "", model: str = "", status: Optional[int] = None,
-                 retryable: bool = False, attempts: int = 0):
+                 retryable: bool = False, attempts: int = 0, cause: str = ""):
         super().__init__(message)
         self.provider, self.model, self.status = provider, model, status
-        self.retryable, self.attempts = retryable, attempts
+        self.retryable, self.attempts, self.cause = retryable, attempts, cause or message[:120]
 
     def __reduce__(self):   # picklable across Ray and futures, keyword fields included
-        return (_rebuild, (str(self), self.provider, self.model, self.status, self.retryable, self.attempts))
+        return (_rebuild, (str(self), self.provider, self.model, self.status, self.retryable, self.attempts,
+                           self.cause))
 
 
-def _rebuild(message, provider, model, status, retryable, attempts):
-    return LLMError(message, provider=provider, model=model, status=status, retryable=retryable, attempts=attempts)
+def _rebuild(message, provider, model, status, retryable, attempts, cause=""):
+    return LLMError(message, provider=provider, model=model, status=status, retryable=retryable, attempts=attempts,
+                    cause=cause)
 
 
 class ReplayMiss(LLMError):

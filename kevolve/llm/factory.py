@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
+from kevolve.llm.breaker import Breaker
 from kevolve.llm.cache import Cache
 from kevolve.llm.config import LLMConfig, base_url_of, provider_of, validate
 from kevolve.llm.ensemble import Disabled, Ensemble, Route
@@ -68,7 +69,8 @@ def _endpoint(cfg: LLMConfig, provider: str, base_url: Optional[str], *, env: Ma
     policy = RetryPolicy(cfg.max_retries, cfg.backoff_s, cfg.backoff_max_s)
     shared = f"{Path(run_dir).resolve()}|{provider}|{base_url or ''}" if run_dir is not None else None
     return Endpoint(adapter, concurrency=cfg.concurrency, policy=policy, pricer=Pricer(cfg.prices), sleep=sleep,
-                    slots=Slots(cfg.concurrency, shared))
+                    slots=Slots(cfg.concurrency, shared), breaker=Breaker(cfg.down_after, cfg.probe_s),
+                    call_timeout_s=cfg.call_timeout_s)
 
 
 def _vertex(cfg: LLMConfig, env: Mapping[str, str], credentials: Any) -> tuple[str, str, Any]:

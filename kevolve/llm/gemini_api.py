@@ -19,7 +19,7 @@ from google.genai import types
 
 from kevolve.llm.keys import Secret, key_var
 from kevolve.llm.messages import Completion, Message
-from kevolve.llm.retry import Failure, retry_after, status_retryable
+from kevolve.llm.retry import Failure, connection_cause, retry_after, status_cause, status_retryable
 
 _MAX_MESSAGE = 600
 _TRANSIENT: tuple[type[BaseException], ...] = (httpx.TransportError,)
@@ -71,6 +71,7 @@ class GeminiAdapter:
 
     def classify(self, exc: BaseException) -> Failure:
         scrub = self._key.scrub
+        where = self.base_url or ("Vertex AI" if self.vertex else "generativelanguage.googleapis.com")
         if isinstance(exc, genai_errors.APIError):
             status = int(exc.code) if exc.code else None
             text = scrub(str(exc.message or exc.status or "error"))[:_MAX_MESSAGE]
@@ -80,15 +81,20 @@ class GeminiAdapter:
                          else f" — the service refused the key: check {key_var('gemini')}")
             headers = getattr(exc.response, "headers", None)
             return Failure(f"HTTP {status}: {text}", status, status_retryable(status),
-                           retry_after(headers))
+                           retry_after(headers), cause=f"{status_cause(status)} at {where}")
         if isinstance(exc, httpx.TimeoutException) or "Timeout" in type(exc).__name__:
-            return Failure(f"no reply within {self.timeout_s:g} s (llm.timeout_s)", None, True)
+            return Failure(f"no reply within {self.timeout_s:g} s (llm.timeout_s)", None, True,
+                           cause=f"no reply within {self.timeout_s:g} s at {where}")
         if isinstance(exc, _TRANSIENT):
-            return Failure(scrub(f"connection failed: {type(exc).__name__}: {exc}")[:_MAX_MESSAGE], None, True)
+            detail = scrub(f"{type(exc).__name__}: {exc}")
+            return Failure(f"connection failed: {detail}"[:_MAX_MESSAGE], None, True,
+                           cause=f"{connection_cause(detail)} at {where}")
         if auth_exceptions is not None and isinstance(exc, auth_exceptions.RefreshError):
             return Failure("Vertex AI credentials could not be refreshed: run `gcloud auth application-default "
-                           "login` or set GOOGLE_APPLICATION_CREDENTIALS", None, False)
-        return Failure(scrub(f"{type(exc).__name__}: {exc}")[:_MAX_MESSAGE], None, False)
+                           "login` or set GOOGLE_APPLICATION_CREDENTIALS", None, False,
+                           cause="Vertex AI credentials could not be refreshed")
+        return Failure(scrub(f"{type(exc).__name__}: {exc}")[:_MAX_MESSAGE], None, False,
+                       cause=f"{type(exc).__name__} at {where}")
 
     def close(self) -> None:
         close = getattr(self._client, "close", None)

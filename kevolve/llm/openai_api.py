@@ -15,7 +15,7 @@ import openai
 
 from kevolve.llm.keys import Secret, key_var
 from kevolve.llm.messages import Completion, Message
-from kevolve.llm.retry import Failure, retry_after, status_retryable
+from kevolve.llm.retry import Failure, connection_cause, retry_after, status_cause, status_retryable
 
 _MAX_MESSAGE = 600      # characters of a service's error text kept in an exception
 
@@ -50,12 +50,14 @@ class OpenAIAdapter:
                           finish_reason=getattr(choice, "finish_reason", None))
 
     def classify(self, exc: BaseException) -> Failure:
-        scrub = self._key.scrub
+        scrub, where = self._key.scrub, self.base_url or "https://api.openai.com/v1"
         if isinstance(exc, openai.APITimeoutError):
-            return Failure(f"no reply within {self.timeout_s:g} s (llm.timeout_s)", None, True)
+            return Failure(f"no reply within {self.timeout_s:g} s (llm.timeout_s)", None, True,
+                           cause=f"no reply within {self.timeout_s:g} s at {where}")
         if isinstance(exc, openai.APIConnectionError):
-            return Failure(scrub(f"connection to {self.base_url or 'api.openai.com'} failed: {exc.__cause__ or exc}"),
-                           None, True)
+            detail = scrub(str(exc.__cause__ or exc))
+            return Failure(scrub(f"connection to {self.base_url or 'api.openai.com'} failed: {detail}"), None, True,
+                           cause=f"{connection_cause(detail)} at {where}")
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             text = scrub(str(getattr(exc, "message", "") or exc))[:_MAX_MESSAGE]
@@ -63,8 +65,10 @@ class OpenAIAdapter:
                 text += (f" — the service refused the key: check {key_var(self.name)}"
                          + (" and llm.base_url" if self.name == "local" else " (and llm.base_url / OPENAI_BASE_URL)"))
             return Failure(f"HTTP {status}: {text}", status, status_retryable(status),
-                           retry_after(exc.response.headers if exc.response is not None else None))
-        return Failure(scrub(f"{type(exc).__name__}: {exc}")[:_MAX_MESSAGE], None, False)
+                           retry_after(exc.response.headers if exc.response is not None else None),
+                           cause=f"{status_cause(status)} at {where}")
+        return Failure(scrub(f"{type(exc).__name__}: {exc}")[:_MAX_MESSAGE], None, False,
+                       cause=f"{type(exc).__name__} at {where}")
 
     def close(self) -> None:
         self._client.close()

@@ -1,6 +1,6 @@
 """What a reply cost, from the token counts the service reported and a price table.
 
-The table is conf/llm/prices.yaml (USD per million tokens) with the run's `llm.prices` laid over it. Guarantees:
+The table is kevolve/llm/prices.yaml (USD per million tokens) with the run's `llm.prices` laid over it. Guarantees:
 a priced model's cost is tokens_in × input + tokens_out × output, per million, at the long-context rates when the
 prompt passes the model's `above_tokens`; a dated snapshot (gpt-5-2025-08-07) or a resource path
 (models/gemini-2.5-pro) is priced as its base name; a model with no price costs 0 and is warned about once per
@@ -21,7 +21,7 @@ import yaml
 from kevolve.llm.config import Price
 
 log = logging.getLogger(__name__)
-PRICES_FILE = Path(__file__).resolve().parents[2] / "conf" / "llm" / "prices.yaml"
+PRICES_FILE = Path(__file__).resolve().with_name("prices.yaml")
 _DATED = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{4})$")     # -2025-08-07 or -0125
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -66,5 +66,5 @@ def _warn_once(model: str) -> None:
         if model in _warned:
             return
         _warned.add(model)
-    log.warning("no price for model %r in conf/llm/prices.yaml or llm.prices: its calls are counted as $0 "
+    log.warning("no price for model %r in kevolve/llm/prices.yaml or llm.prices: its calls are counted as $0 "
                 "(price it: '++llm.prices={%s: {input: USD_PER_M, output: USD_PER_M}}')", model, model)

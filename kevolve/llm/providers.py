@@ -8,8 +8,10 @@ configured `thinking_budget`. `ModelSpec.reasoning` overrides the name-based gue
 
 `Endpoint.complete` guarantees: at most `concurrency` requests of this endpoint in flight at once — over every
 process of the run when its `Slots` are shared (kevolve/llm/slots.py) — (the limit is held during a request, not
-while backing off), the retry policy of kevolve/llm/retry.py, and a `Reply` whose
-`cost_usd` is priced from the usage the service reported. An `Endpoint` is thread-safe; its repr holds no key.
+while backing off), the retry policy of kevolve/llm/retry.py within `call_timeout_s` (no request starts later), the
+endpoint's `Breaker` (kevolve/llm/breaker.py: down after `llm.down_after` failed requests in a row, then failing at
+once but for a probe every `llm.probe_s`), and a `Reply` whose `cost_usd` is priced from the usage the service
+reported. An `Endpoint` is thread-safe; its repr holds no key.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import re
 import time
 from typing import Any, Callable, Mapping, Optional, Protocol
 
+from kevolve.llm.breaker import Breaker
 from kevolve.llm.messages import Completion, Message, Reply, Sampling
 from kevolve.llm.pricing import Pricer, base_name
 from kevolve.llm.retry import Failure, RetryPolicy, with_retries
@@ -70,12 +73,14 @@ class Endpoint:
     """An adapter with its concurrency limit, the retry policy and the price table."""
 
     def __init__(self, adapter: Adapter, *, concurrency: int, policy: RetryPolicy, pricer: Pricer,
-                 sleep: Callable[[float], None] = time.sleep, slots: Optional[Slots] = None):
+                 sleep: Callable[[float], None] = time.sleep, slots: Optional[Slots] = None,
+                 breaker: Optional[Breaker] = None, call_timeout_s: Optional[float] = None):
         self.adapter = adapter
         self.name = adapter.name
         self.concurrency = concurrency
         self._slots = slots or Slots(concurrency)
         self._policy, self._pricer, self._sleep = policy, pricer, sleep
+        self.breaker, self.call_timeout_s = breaker, call_timeout_s
 
     def __repr__(self) -> str:
         return f"Endpoint({self.adapter!r}, concurrency={self.concurrency})"
@@ -83,11 +88,15 @@ class Endpoint:
     def complete(self, messages: tuple[Message, ...], model: str, params: Mapping[str, Any]) -> Reply:
         def request() -> Completion:
             with self._slots:
+                if self.breaker is not None:
+                    self.breaker.admit()                # raises EndpointDown: not sent
                 return self.adapter.send(messages, model, params)
 
         start = time.monotonic()
+        deadline = start + self.call_timeout_s if self.call_timeout_s else None
         done, attempts = with_retries(request, self.adapter.classify, self._policy, what=f"{self.name} {model}",
-                                      provider=self.name, model=model, sleep=self._sleep)
+                                      provider=self.name, model=model, sleep=self._sleep, breaker=self.breaker,
+                                      deadline=deadline)
         cost = self._pricer.cost(model, done.tokens_in, done.tokens_out, provider=self.name)
         return Reply(text=done.text, model=model, provider=self.name, tokens_in=done.tokens_in,
                      tokens_out=done.tokens_out, cost_usd=cost, seconds=time.monotonic() - start, cached=False,

@@ -4,8 +4,13 @@ A request that fails transiently — HTTP 408, 409, 429, any 5xx, a timeout, a b
 `max_retries` times after a back-off: base × 2^retry, capped, with "equal jitter" (between half and all of it),
 or the service's Retry-After when that is longer (up to 10 minutes). Anything else (400, 401, 403, 404, …) fails at
 once. When the retries run out, or at once for a permanent failure, `LLMError` says what happened, with `retryable`,
-`status` and `attempts`. Guarantees: at most 1 + max_retries requests per call; every wait is logged at INFO with its
-reason; `sleep` and the jitter's rng are injectable so tests observe the schedule without waiting.
+`status`, `attempts` and the short `cause` ("connection refused at URL", "HTTP 429 (rate limited) at URL").
+With an endpoint's `Breaker` (kevolve/llm/breaker.py), every request's outcome is reported to it, and a call whose
+endpoint is down gives up at its next request instead of backing off. With a `deadline` (a `time.monotonic()` value:
+`llm.call_timeout_s` after the call began), no request starts after it and no back-off runs past it, so a call ends
+within `llm.call_timeout_s` + one request's `llm.timeout_s`.
+Guarantees: at most 1 + max_retries requests per call; every wait is logged at INFO with its reason; `sleep` and the
+jitter's rng are injectable so tests observe the schedule without waiting.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, TypeVar
 
+from kevolve.llm.breaker import Breaker, EndpointDown
 from kevolve.llm.errors import LLMError
 
 log = logging.getLogger(__name__)
@@ -31,6 +37,7 @@ class Failure:
     status: Optional[int] = None          # HTTP status; None for a timeout or connection error
     retryable: bool = False
     retry_after_s: Optional[float] = None
+    cause: str = ""                       # short, the same for failures alike: counted and shown by the search
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,29 @@ class RetryPolicy:
 
 def status_retryable(status: Optional[int]) -> bool:
     return status is None or status in RETRYABLE_STATUS
+
+
+_STATUS_WORDS = {400: "bad request", 401: "key refused", 403: "forbidden", 404: "not found (model or URL?)",
+                 408: "request timeout", 429: "rate limited", 500: "server error", 502: "bad gateway",
+                 503: "unavailable", 504: "gateway timeout"}
+
+
+def status_cause(status: Optional[int]) -> str:
+    """An HTTP failure's cause in a few words: "HTTP 429 (rate limited)"."""
+    words = _STATUS_WORDS.get(status) if status is not None else None
+    return f"HTTP {status}" + (f" ({words})" if words else "")
+
+
+def connection_cause(detail: str) -> str:
+    """A connection failure's cause in a few words, from the client's text of it."""
+    low = detail.lower()
+    for needle, words in (("refused", "connection refused"), ("name or service not known", "host not found"),
+                          ("nodename nor servname", "host not found"), ("name resolution", "host not found"),
+                          ("reset by peer", "connection reset"), ("unreachable", "network unreachable"),
+                          ("ssl", "TLS failed"), ("certificate", "TLS failed")):
+        if needle in low:
+            return words
+    return "connection failed"
 
 
 def retry_after(headers: Optional[Mapping[str, str]]) -> Optional[float]:
@@ -80,22 +110,37 @@ def _number(text: str) -> Optional[float]:
 
 def with_retries(request: Callable[[], T], classify: Callable[[BaseException], Failure], policy: RetryPolicy, *,
                  what: str, provider: str, model: str, sleep: Callable[[float], None] = time.sleep,
-                 rng: Optional[random.Random] = None) -> tuple[T, int]:
-    """Runs `request` until it returns; returns (its value, requests made). Raises LLMError when it cannot."""
+                 rng: Optional[random.Random] = None, breaker: Optional[Breaker] = None,
+                 deadline: Optional[float] = None, clock: Callable[[], float] = time.monotonic) -> tuple[T, int]:
+    """Runs `request` until it returns; returns (its value, requests made). Raises LLMError when it cannot.
+    `request` raises `EndpointDown` (from `breaker.admit()`) for a request it did not send."""
     rng = rng or random.Random()
     attempts = 0
     while True:
         attempts += 1
         try:
-            return request(), attempts
+            value = request()
+        except EndpointDown as down:
+            raise LLMError(f"{what}: {down}", provider=provider, model=model, retryable=True, attempts=attempts - 1,
+                           cause=down.cause) from None
         except Exception as exc:      # noqa: BLE001 - classify decides; unknown errors are permanent
             failure = classify(exc)
-        retries_left = attempts <= policy.max_retries
-        if not (failure.retryable and retries_left):
-            why = "gave up after" if failure.retryable else "failed on"
+            if breaker is not None:
+                breaker.failed(failure.cause or failure.message[:120], failure.retry_after_s)
+        else:
+            if breaker is not None:
+                breaker.succeeded()
+            return value, attempts
+        wait = policy.delay(attempts - 1, rng, failure.retry_after_s)
+        why = ("failed on" if not failure.retryable
+               else "gave up after" if attempts > policy.max_retries
+               else "gave up (the call's time, llm.call_timeout_s, ran out) after"
+               if deadline is not None and clock() + wait >= deadline
+               else "gave up (the endpoint failed llm.down_after requests in a row) after"
+               if breaker is not None and breaker.down else None)
+        if why is not None:
             raise LLMError(f"{what}: {why} {attempts} request(s): {failure.message}", provider=provider,
                            model=model, status=failure.status, retryable=failure.retryable,
-                           attempts=attempts) from None
-        wait = policy.delay(attempts - 1, rng, failure.retry_after_s)
+                           attempts=attempts, cause=failure.cause) from None
         log.info("%s: %s; retry %d/%d in %.1f s", what, failure.message, attempts, policy.max_retries, wait)
         sleep(wait)

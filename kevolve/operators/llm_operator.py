@@ -8,6 +8,7 @@ Mutation.meta records: `operator`, `form` (kernel | edits), `edits` (blocks appl
 child), `second_parent` (crossover), `seed`, the reply's `tokens_in` / `tokens_out` / `finish_reason` /
 `cached`, `call` (the response-cache key, for replay), `red_team: true` for red-team children, `knob_error` when the
 child's knob lines are malformed (the kernel is kept; knob mutation will refuse it with that reason), and
+`llm_error` ({provider, cause}) when the call failed (the search counts it: kevolve/search/llm_health.py), and
 `knobs_restored`: the parent's knob markers a whole-kernel reply dropped and `knobs.carry` put back, so knob
 mutation keeps working on LLM children (edit blocks keep every line they do not match). Mutation.model and .cost_usd
 come from the Reply.
@@ -116,7 +117,7 @@ class LLMOperator:
                                       reasoning_effort=d.reasoning_effort, seed=seed)
 
     def _failed(self, request: Request, seed: int, start: float, e: LLMError) -> Mutation:
-        meta = {**_base_meta(request), "seed": seed}
+        meta = {**_base_meta(request), "seed": seed, "llm_error": {"provider": e.provider, "cause": e.cause}}
         return Mutation(None, meta, time.perf_counter() - start, failure=f"{request.operator}: LLM call failed: {e}",
                         model=e.model or None)
 

@@ -32,20 +32,23 @@ _VERDICT_LINE = re.compile(r"^\W*verdict\W*[:=]\W*(pass|fail)\b\W*(.*)$", re.I |
 
 @dataclass(frozen=True)
 class LLMVerdict:
-    """One verifier's prediction: passed True (pass), False (fail) or None (no verdict: malformed, failed call)."""
+    """One verifier's prediction: passed True (pass), False (fail) or None (no verdict: malformed, failed call).
+    `error`: a failed call's cause (`LLMError.cause`), None when a reply came back."""
     verifier: str
     passed: bool | None
     reason: str = ""
     cost_usd: float = 0.0
     model: str | None = None
+    error: str | None = None
 
     def to_dict(self) -> dict:
         return {"verifier": self.verifier, "passed": self.passed, "reason": self.reason, "cost_usd": self.cost_usd,
-                "model": self.model}
+                "model": self.model, **({"error": self.error} if self.error else {})}
 
     @staticmethod
     def from_dict(d: dict) -> "LLMVerdict":
-        return LLMVerdict(d["verifier"], d["passed"], d.get("reason", ""), d.get("cost_usd", 0.0), d.get("model"))
+        return LLMVerdict(d["verifier"], d["passed"], d.get("reason", ""), d.get("cost_usd", 0.0), d.get("model"),
+                          d.get("error"))
 
 
 def system(ctx: Context) -> str:
@@ -111,5 +114,6 @@ class LLMVerifier:
                 reply = self.llm.complete(msgs, model=model, temperature=d.temperature,
                                           reasoning_effort=d.reasoning_effort, seed=seed)
         except LLMError as e:
-            return LLMVerdict(verifier, None, f"no verdict: LLM call failed: {e}", 0.0, e.model or None)
+            return LLMVerdict(verifier, None, f"no verdict: LLM call failed: {e}", 0.0, e.model or None,
+                              error=e.cause)
         return parse_verdict(verifier, reply.text, reply.cost_usd, reply.model)

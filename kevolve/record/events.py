@@ -27,6 +27,8 @@ class Event:
 class Resume(Event):
     KIND: ClassVar[str] = "resume"
     run_dir: str = ""
+    said: tuple[str, ...] = ()          # what the resume said: what it continues from, its budget, changed settings
+    command: tuple[str, ...] = ()       # the resume command line's overrides (secret values redacted)
 
 
 @dataclass(frozen=True)
@@ -190,9 +192,24 @@ class Progress(Event):
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LLMHealth(Event):
+    """The LLM paused (its calls failed `llm.down_after` times in a row) or back: the notice the console showed,
+    and the counts then (kevolve/search/llm_health.py `summary`)."""
+    KIND: ClassVar[str] = "llm_health"
+    notice: str = ""
+    calls: int = 0
+    failed: int = 0
+    paused: bool = False
+    ended: bool = False
+    pauses: int = 0
+    causes: Mapping[str, int] = field(default_factory=dict)
+    models: Mapping[str, Any] = field(default_factory=dict)
+
+
 EVENTS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     Resume, Stop, Retry, MutationFailed, SuspectedJudgeBug, Champion, BucketChampion, Compare, Confirm, Release,
-    Profile, CutOff, UnrecordedSpend, Tracker, TrackerFailed, Finish, Assembled, Plan, Pacing, Progress)}
+    Profile, CutOff, UnrecordedSpend, Tracker, TrackerFailed, Finish, Assembled, Plan, Pacing, Progress, LLMHealth)}
 _OPEN = ("data",)                       # the field of an open event, stored flat
 
 

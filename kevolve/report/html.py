@@ -2,7 +2,8 @@
 
 `render(runs, out_dir)` writes `out_dir/report.html` and `out_dir/*.png` and returns their paths. Per run: the
 facts (task, device, candidates, correct, best speedups, spend, why it stopped), the progress, per-configuration,
-lineage, outcome-rate and (when the run has LLM verdicts) verifier figures, the best kernel's numbers as a table,
+lineage, outcome-rate and (when the run has LLM verdicts) verifier figures, the failures (kevolve/report/failures.py:
+each failed candidate's stage, reason and configuration), the best kernel's numbers as a table,
 the diff of the best kernel against its founding ancestor (its seed), and the resolved configuration. Several
 runs add a comparison table and the best-so-far curves of all runs in one plot, first.
 
@@ -22,9 +23,10 @@ from pathlib import Path
 from typing import Callable
 
 from kevolve.progress import bar
-from kevolve.report import data, figures
+from kevolve.report import data, failures, figures
 from kevolve.report.tables import config_rows, op_rows
 from kevolve.record import read
+from kevolve.search.resolved import fill
 from kevolve.record.scrub import scrub, scrub_text
 
 STYLE = """
@@ -141,11 +143,13 @@ def _run(page: Page, run: data.Run, prefix: str) -> None:
     page.figure(f"{prefix}rates", figures.rates(run), "outcomes per operator and per model (n: candidates judged)")
     page.figure(f"{prefix}verifiers", figures.confusion(read.confusion(run.records)),
                 "each LLM verifier's verdicts against the judge's outcome")
+    page.add(failures.section(run))
     if best:
         _diff(page, run, best)
-    config = scrub(run.meta.get("config") or {})
-    page.add("<details><summary>resolved "
-             f"configuration</summary><pre>{_e(json.dumps(config, indent=1))}</pre></details>")
+    plans = [p for _, kind, p in run.events if kind == "plan" and p.get("resolved")]
+    config = scrub(fill(run.meta.get("config") or {}, plans[-1]["resolved"]) if plans else run.meta.get("config") or {})
+    page.add("<details><summary>resolved configuration" + (" (nulls as the run resolved them)" if plans else "")
+             + f"</summary><pre>{_e(json.dumps(config, indent=1))}</pre></details>")
 
 
 def _op(page: Page, run: data.Run, prefix: str) -> None:

@@ -133,6 +133,17 @@ def op_text(op: Op, ev: Evaluation | None) -> list[str]:
     return lines
 
 
+def llm_failure_lines(health: dict) -> list[str]:
+    """The LLM's failed calls, by cause and by provider/model (kevolve/search/llm_health.py `summary`): none when
+    every call came back."""
+    if not health or not health.get("failed"):
+        return []
+    causes = "; ".join(f"{cause} ({n})" for cause, n in health["causes"].items())
+    models = ", ".join(f"{m} {c['failed']} of {c['calls']}" for m, c in health["models"].items() if c["failed"])
+    return [f"LLM: {health['failed']} of {health['calls']} calls failed: {causes}; by model: {models}"
+            + (f"; paused {health['pauses']} time(s), knob mutation meanwhile" if health.get("pauses") else "")]
+
+
 def summary_text(summary: RunSummary, store_dir: Path) -> str:
     """The table people read at the end: the best kernel per configuration, then where things are."""
     lines = []
@@ -169,13 +180,21 @@ def summary_text(summary: RunSummary, store_dir: Path) -> str:
                      + (" (no judgement finished before the budget ended)" if not summary.candidates else ""))
     if summary.unfinished and not summary.candidates:      # (in the JSON summary always)
         lines += ["cut off by the budget: " + line for line in summary.unfinished]
-    lines += [f"candidates {summary.candidates} ({summary.correct} correct) in {summary.search_seconds:.0f} s of "
-              f"search ({summary.seconds:.0f} s in all): {summary.candidates_per_minute:.1f}/min, evaluators busy "
+    part = (f"; this part: {summary.candidates - summary.earlier} in {summary.search_seconds:.0f} s of search"
+            if summary.earlier else f" in {summary.search_seconds:.0f} s of search")
+    lines += [f"candidates {summary.candidates} ({summary.correct} correct"
+              + (f", {summary.earlier} before this part" if summary.earlier else "") + f"){part} "
+              f"({summary.seconds:.0f} s in all): {summary.candidates_per_minute:.1f}/min, evaluators busy "
               f"{100 * summary.evaluator_busy:.0f}%; "
               f"stopped: {summary.stopped}",
               f"run dir: {summary.run_dir}"]
     if summary.llm_calls or summary.spend_usd:
         lines.append(f"LLM: {summary.llm_calls} calls, ${summary.spend_usd:.4f} spent")
+    lines += llm_failure_lines(summary.llm_health)
+    if summary.rejections:
+        lines.append(f"rejected {sum(summary.rejections.values())}: "
+                     + ", ".join(f"{n} {reason}" for reason, n in summary.rejections.items())
+                     + " (each with its text: the report's failures table, `python -m kevolve.report RUN_DIR`)")
     if summary.verifiers:
         rows = [[name, _pct(v["precision"]), _pct(v["recall"]), _pct(v["accuracy"]), str(v["samples"]),
                  str(v["rejections"]), str(v["no_verdict"]), str(v.get("unobserved", 0)),

@@ -7,9 +7,10 @@
                   as a threaded actor (`max_concurrency`: the most LLM proposals the driver keeps in flight,
                   `plan.llm_calls_max`, and `plan.in_flight` more), so that many LLM calls wait on the network
                   at once while knob mutation still answers at once.
-- `Verifier`    — the static rules (`kevolve.judge.static.rules`) → a `Verdict`, then, for a candidate that passed them
-                  and only when `search.verifiers.checks` names some, the LLM verifiers (in parallel) →
-                  `LLMVerdict`s. Threaded like the Mutator.
+- `Verifier`    — the static rules (`kevolve.judge.static.rules`) → a `Verdict` (`check`); and, as a call of its
+                  own (`screen`), for a candidate that passed them and only when `search.verifiers.checks` names
+                  some, the LLM verifiers (in parallel) → `LLMVerdict`s. Threaded like the Mutator: LLM calls run
+                  in the "llm" concurrency group, so they never hold the threads the rules and knob mutation use.
 - `build_task`  — a Ray task on any CPU with two results, the `Build` and the library's bytes: the driver
                   waits on the first and hands the second, unopened, to an evaluator, so the bytes go from
                   builder to evaluator through the object store (builders and evaluators may sit on
@@ -74,7 +75,6 @@ class LLMSetup:
         return make_provider(self.llm, run_dir=self.run_dir), ctx
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class Mutator:
     """Applies an operator to a proposal. Knob mutation needs no LLM and no network; LLM operators need `setup`."""
 
@@ -99,6 +99,12 @@ class Mutator:
             return [Mutation(None, failure=f"operator {request.operator!r} needs an LLM (configure llm=...)")]
         return operator.apply(request, seed, model)
 
+    @ray.method(concurrency_group="llm")
+    def call(self, request: Request, seed: int, model: str | None = None) -> list[Mutation]:
+        """`apply` on the LLM's own threads (the "llm" concurrency group): calls that wait on the network never
+        hold a thread knob mutation needs."""
+        return self.apply(request, seed, model)
+
     def recorded(self, request: Request, key: str) -> Mutation:
         """Replay: the child the recorded reply under `key` (a response-cache key) makes of `request`."""
         reply = self.replay.get(key) if self.replay is not None else None
@@ -107,9 +113,9 @@ class Mutator:
         return apply(self.operator.ctx, request, reply)
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class Verifier:
-    """Static rules, then the configured LLM verifiers (each its own call, all at once)."""
+    """Static rules (`check`, at once), and the configured LLM verifiers (`screen`, each its own call, all at once,
+    on the "llm" concurrency group's threads: a screening that waits on the network never delays a `check`)."""
 
     def __init__(self, setup: LLMSetup | None = None, checks: tuple[str, ...] = ()):
         self.checks, self.llm, self.error = tuple(checks), None, None
@@ -124,16 +130,24 @@ class Verifier:
     def ready(self) -> str | None:
         return self.error
 
-    def check(self, source: str, target: str, abi: str, seeds: dict[str, int] | None = None) -> Screened:
-        """The static rules' verdict; and, when it passed, one LLMVerdict per configured verifier (seeded by
-        `seeds[name]`) — `Verdict.seconds` is the rules' time, the LLM verdicts' time is the call's."""
+    def check(self, source: str, target: str, abi: str, task: str | None = None) -> Screened:
+        """The static rules' verdict (`Verdict.seconds`: their time); `task` (its ref): the entry point is checked
+        against its signature."""
         start = time.perf_counter()
-        verdict = dataclasses.replace(rules.check(source, target, abi), seconds=time.perf_counter() - start)
-        if not verdict.ok or self.llm is None:
-            return Screened(verdict)
+        if task is not None and getattr(self, "_task", (None, None))[0] != task:
+            self._task = (task, load_task(task))
+        spec = self._task[1] if task is not None else None
+        verdict = dataclasses.replace(rules.check(source, target, abi, task=spec), seconds=time.perf_counter() - start)
+        return Screened(verdict)
+
+    @ray.method(concurrency_group="llm")
+    def screen(self, source: str, seeds: dict[str, int] | None = None) -> tuple:
+        """One LLMVerdict per configured verifier (seeded by `seeds[name]`); () without an LLM."""
+        if self.llm is None:
+            return ()
         seeds = seeds or {}
         futures = [self.pool.submit(self.llm.verify, name, source, seeds.get(name, 0)) for name in self.checks]
-        return Screened(verdict, tuple(f.result() for f in futures))
+        return tuple(f.result() for f in futures)
 
 
 @ray.remote(num_cpus=1, max_retries=2, num_returns=2)     # retried when its process dies, not for errors
@@ -240,6 +254,13 @@ def cpu_name() -> str:
     return f"{name or platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
+def threaded(cls, llm_threads: int):
+    """`Mutator` or `Verifier` as a Ray actor class whose "llm" concurrency group has `llm_threads` threads (Ray
+    sizes a group only where the class is made, not in `.options`); restarted when its process dies."""
+    return ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0,
+                      concurrency_groups={"llm": max(1, llm_threads)})(cls)
+
+
 def start_llm_actors(plan, run_dir: Path):
     """The Mutator and the Verifier of a run: threaded (`plan.llm_calls_max` LLM calls at once, and room beside
     them for knob mutations and static checks, which must not wait behind the network), placed on the driver's
@@ -250,10 +271,12 @@ def start_llm_actors(plan, run_dir: Path):
     setup = (LLMSetup(plan.llm, str(run_dir), plan.task, plan.target, plan.device, plan.shapes)
              if plan.llm is not None else None)
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    options = dict(max_concurrency=max(1, plan.llm_calls_max) + max(4 * plan.evaluators, plan.in_flight),
-                   scheduling_strategy=here)
-    mutator = Mutator.options(**options).remote(setup, plan.knob_changes)
-    verifier = Verifier.options(**options).remote(setup, tuple(plan.verifiers.checks))
+    # the LLM's calls on threads of their own (a concurrency group), as many as the endpoints take at once, twice
+    # over (calls a proposal timed out on may still be draining); knob mutation and static checks on the others
+    llm_threads = 2 * max(1, plan.llm_calls_max) + max(1, plan.llm_calls_max) * len(plan.verifiers.checks or ())
+    options = dict(max_concurrency=max(4 * plan.evaluators, plan.in_flight) + 4, scheduling_strategy=here)
+    mutator = threaded(Mutator, llm_threads).options(**options).remote(setup, plan.knob_changes)
+    verifier = threaded(Verifier, llm_threads).options(**options).remote(setup, tuple(plan.verifiers.checks))
     errors = [e for e in ray.get([mutator.ready.remote(), verifier.ready.remote()]) if e]
     if errors:
         ray.kill(mutator)

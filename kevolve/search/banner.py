@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from kevolve.search.estimate import CHARS_PER_TOKEN, Estimate, estimate
+from kevolve.search.resolved import values
 from kevolve.record import events
 
 
@@ -60,10 +61,18 @@ def lines(plan, est: Estimate, prompts: bool = False) -> list[str]:
         out.append("  $ per child, LLM calls only: "
                    + ", ".join(f"{op} {_usd(x)}" for op, x in est.per_child_usd.items()))
     out.append(f"expected cost per candidate: {_usd(est.llm_candidate_usd)} when the LLM writes it, "
-               f"{_usd(est.knob_candidate_usd)} for a knob child (its verifier calls); per run at most "
+               f"{_usd(est.knob_candidate_usd)} for a knob child (its verifier calls); per run expected "
                f"{_usd(est.run_usd)} ({plan.candidates} candidates, every one after the {len(plan.seeds)} seed(s) "
-               f"by the LLM)" + (f", capped by search.dollars={plan.dollars:g}" if plan.dollars is not None else
-                                 "; cap it with search.dollars=..."))
+               f"by the LLM, replies of the sizes above), at most {_usd(est.run_max_usd)} (every reply "
+               f"{plan.llm.max_output_tokens} tokens at the priciest model)"
+               + (f"; search.dollars={plan.dollars:g} stops it there" if plan.dollars is not None else
+                  "; cap it with search.dollars=..."))
+    out.append(f"LLM calls: a request waits {plan.llm.timeout_s:g} s at most (llm.timeout_s) and a call gives up "
+               f"after {plan.llm.call_timeout_s:g} s (llm.call_timeout_s, retries included); after "
+               f"{plan.llm.down_after} failed calls in a row (llm.down_after) the run says so and goes on with knob "
+               f"mutation, trying the LLM every {plan.llm.probe_s:g} s"
+               + ("" if plan.population.operators.get("knob", 0) > 0
+                  else " — knob is weighted 0 here, so it stops instead (exit status 2)"))
     out.append(f"the budget reserves {_usd(est.worst_call_usd)} per call in flight until replies come back "
                f"(a {plan.llm.max_output_tokens}-token reply at the priciest model)")
     if est.unpriced:
@@ -79,7 +88,9 @@ def record(plan, est: Estimate) -> dict:
             "operators": dict(plan.population.operators), "verifiers": list(plan.verifiers.checks),
             "verifier_mode": plan.verifiers.mode, "translations": plan.translations,
             "candidates": plan.candidates, "wall_time_s": plan.wall_time_s, "dollars": plan.dollars,
+            "resolved": values(plan),
             "expected": {"llm_candidate_usd": round(est.llm_candidate_usd, 6),
                          "knob_candidate_usd": round(est.knob_candidate_usd, 6), "run_usd": round(est.run_usd, 6),
+                         "run_max_usd": round(est.run_max_usd, 6),
                          "calls": [{"name": c.name, "tokens_in": c.tokens_in, "tokens_out": c.tokens_out,
                                     "usd": round(c.usd, 6)} for c in est.calls]}}

@@ -7,6 +7,8 @@ Guarantees: an evaluated candidate is never evaluated again on resume and never 
 verdict before anything else happens); budgets (candidates, wall time, dollars) stop new proposals; Ctrl-C or the
 deadline cancels what is in flight, which stays unfinished in the store and is re-queued by `resume=RUN_DIR`; every
 verdict reaches the population, the choice policy and the tracker once (`conclude`).
+A resumed run continues with its recorded settings (kevolve/search/resumed.py), its budgets the run's over all its
+parts, and reports its rates and busy share for this part alone.
 Not guaranteed: identical results on resume (random choices continue from a new seed stream).
 """
 from __future__ import annotations
@@ -20,15 +22,17 @@ import ray
 
 from kevolve.config import Config, ConfigError
 from kevolve.judge.results import Evaluation
+from kevolve.llm.config import provider_of
 from kevolve.messages import Candidate, Outcome, RunSummary
 from kevolve.record.store import Store
-from kevolve.search import actors, pacing, restore, sources
+from kevolve.search import actors, pacing, restore, resumed, sources
 from kevolve.search.banner import announce
 from kevolve.search.champion import Champion
 from kevolve.search.contest import Contest
 from kevolve.search.finish import Finish
 from kevolve.search.jobs import Tally
 from kevolve.search.learning import Learning
+from kevolve.search.llm_health import LLMHealth
 from kevolve.search.pipeline import Pipeline
 from kevolve.search.plan import Plan, resolve
 from kevolve.search.pool import EvaluatorPool
@@ -40,7 +44,7 @@ from kevolve.search.verification import Verification
 from kevolve.task.load import load_task
 from kevolve.task.spec import Task
 from kevolve.tracking import make_tracker, row
-from kevolve.record import events
+from kevolve.record import events, failures
 
 
 def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
@@ -50,17 +54,22 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
     `stream` replaces the operators with a fixed sequence of sources (no seeds, no mutation): the same
     pipeline judges exactly those candidates — what `experiments/bench_throughput.py` measures. `command`: the
     command line's overrides, kept in a new run's store (what `python -m kevolve.tasks best` quotes)."""
+    notes, before = [], 0.0
+    if cfg.resume:                                       # the run's recorded settings, and what this command changes
+        cfg, notes, before = resumed.settings(cfg, run_dir, command)
     task = load_task(cfg.task.name)
     check_llm(cfg.llm)                                   # a missing key stops here, before Ray or a store
     start_ray(cfg.resources)
     plan = resolve(cfg, task, ray.cluster_resources())
-    store, resumed = open_store(cfg, run_dir, task, command)   # only once the configuration is known to be good
+    store, resumed_ = open_store(cfg, run_dir, task, command, notes)   # once the configuration is known to be good
     try:
-        driver = Driver(plan, task, store, run_dir, stream, resumed)
+        driver = Driver(plan, task, store, run_dir, stream, resumed_, before)
     except ConfigError:
         store.close()
         raise
     try:
+        for line in notes:
+            driver.finish.say(line)
         announce(driver.plan, task, store)               # operators, verifiers, expected cost per candidate
         driver.restore()
         driver.loop()
@@ -79,7 +88,8 @@ def run(cfg: Config, run_dir: Path, stream: Iterator[str] | None = None,
 
 class Driver:
     def __init__(self, plan: Plan, task: Task, store: Store, run_dir: Path, stream: Iterator[str] | None = None,
-                 resumed: bool = False):
+                 resumed: bool = False, before: float = 0.0):
+        """`before`: seconds the run's earlier parts searched (a resumed run's wall time is what they left)."""
         self.task, self.store, self.run_dir, self.stream = task, store, run_dir, stream
         self.tracker = make_tracker(plan.tracker)
         self.pool = EvaluatorPool.start(plan)
@@ -98,15 +108,19 @@ class Driver:
             store.log_event(events.Pacing(self.pacer.state()))
         self.resumed = resumed and bool(store.candidates())   # a run killed before its seeds were stored: anew
         self.population, rng = restore.population(plan, store if self.resumed else None)
-        self.tally, self.stopped = Tally(), None
-        self.deadline = self.tally.start + plan.wall_time_s
+        self.tally, self.stopped = Tally(earlier_seconds=before), None
+        self.deadline = self.tally.start + plan.wall_time_s - before
+        self.health = LLMHealth(plan.llm.down_after, plan.llm.probe_s, {m.name: provider_of(plan.llm, m)
+                                                                        for m in plan.llm.models}) \
+            if plan.llm is not None else LLMHealth(1, 1.0)       # no LLM: no call is ever counted
         self.pipeline = Pipeline(plan, store, self.verifier, self.pool, self.verification, self.spend, self.tally,
-                                 self.conclude)
+                                 self.conclude, self.health)
         # the best as reported: replaced only on paired evidence (a fixed stream measures throughput: fitness)
         self.contest = Contest(plan, store, run_dir, self.pipeline,
                                Champion(paired=stream is None, share=plan.compare_share), self.tally, self._crowned)
         self.pipeline.on_judged, self.pipeline.on_seconds = self.contest.judged, self._paced
-        self.finish = Finish(plan, task, store, run_dir, self.tally, self.contest, self.pool, self.tracker)
+        self.finish = Finish(plan, task, store, run_dir, self.tally, self.contest, self.pool, self.tracker,
+                             self.health)
         self.mutations = Mutations(plan, store, self.mutator, self.population, self.pipeline, self.contest,
                                    self.learning, self.spend, self.pacer, rng, self.stop)
         self.source = (sources.Stream(stream, self.population, self.pipeline, plan.population.islands) if stream
@@ -121,6 +135,7 @@ class Driver:
         if self.resumed:
             restore.resume(self.store, self.tally, self.learning, self.verification, self.spend, self.pacer,
                            self.contest, self.mutations, self.pipeline, self.recorded)
+            self.finish.rejections.update(failures.counts(failures.rows(self.store.finished())))
         elif self.stream is None:
             for c in sources.seeds(self.plan, self.task, self.recorded):
                 if self.population.reserve(c.source):
@@ -140,6 +155,8 @@ class Driver:
             if not self.pipeline.jobs:            # nothing in flight and nothing more to propose
                 if self.mutations.spent():
                     self.stop(self.mutations.spent())
+                elif self.health.paused:
+                    self.stop(f"nothing left to judge while the LLM is paused ({self.health.line()})")
                 break
             ready, _ = ray.wait(list(self.pipeline.jobs), num_returns=1, timeout=0.5)
             for ref in ready:
@@ -158,7 +175,9 @@ class Driver:
 
     def _check_budgets(self) -> None:
         if time.perf_counter() > self.deadline:
-            self.stop(f"wall time ({self.plan.wall_time_s:.0f} s) reached")
+            before = self.tally.earlier_seconds
+            self.stop(f"wall time ({self.plan.wall_time_s:.0f} s"
+                      + (f" in all, {before:.0f} s of it before this part" if before else "") + ") reached")
             self.cancel_in_flight()
         elif self.spend.reached():
             self.stop(f"dollar budget (${self.plan.dollars}) reached: ${self.spend.spent:.4f} spent")
@@ -174,7 +193,9 @@ class Driver:
         to the tracker."""
         self.tally.finished += 1
         self.mutations.concluded(c, outcome, evaluation)
-        self.tracker.candidate(row(self.store.get(c.id)))
+        record = self.store.get(c.id)
+        self.finish.rejected(record)          # counted; a seed's rejection said on the console
+        self.tracker.candidate(row(record))
 
     def _crowned(self, c: Candidate, ev: Evaluation) -> None:
         self.finish.write_best(c)
@@ -186,6 +207,10 @@ class Driver:
             self.store.log_event(events.Pacing(self.pacer.state()))
 
     def progress(self, force: bool = False, note: str = "") -> None:
+        for notice in self.health.notices:     # the LLM paused, or back: said at once, and recorded
+            self.finish.say(notice)
+            self.store.log_event(events.LLMHealth(notice=notice, **self.health.summary()))
+        self.health.notices.clear()
         self.finish.progress(self.population, self.pipeline, self.pacer, self.spend, force, note)
 
     # ------------------------------------------------------------------ the end

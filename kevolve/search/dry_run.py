@@ -76,3 +76,32 @@ def dry_run(cfg: Config) -> str:
     data = {"dry_run": True, "task": task.name, "target": plan.target, **record(plan, est),
             "worst_call_usd": round(est.worst_call_usd, 6), "unpriced": list(est.unpriced)}
     return "\n".join(head + lines(plan, est, prompts=True) + [json.dumps(data)])
+
+
+def resolved(cfg) -> str:
+    """`python -m kevolve … --resolved`: the configuration as YAML with the values a run would use where it says null,
+    resolved on this machine as the dry run resolves (kevolve/search/resolved.py), what was resolved said first."""
+    import yaml
+    from omegaconf import OmegaConf
+    from kevolve.search.resolved import fill, values
+    cluster = local_cluster(cfg)
+    plan = resolve(cfg, load_task(cfg.task.name), cluster)
+    plan = replace(plan, device=device(plan.target))
+    given = OmegaConf.to_container(OmegaConf.structured(cfg))
+    found = values(plan)
+    said = [f"{k}: {v}" for k, v in found.items() if v is not None and k != "search.seeds"
+            and (_get(given, k) is None or k == "search.population.operators")]
+    said.append(f"seeds (search.seeds={cfg.search.seeds}): {', '.join(found['search.seeds']) or 'none'}")
+    head = [f"# resolved on this machine ({int(cluster['CPU'])} CPUs, {int(cluster['GPU'])} GPUs; {plan.device}); "
+            "a cluster resolves its own" if cfg.resources.address is None else
+            "# resolved as if on this machine: the cluster at resources.address resolves its own evaluators",
+            "# null in the configuration, resolved here:", *[f"#   {line}" for line in said]]
+    return "\n".join(head) + "\n" + yaml.safe_dump(fill(given, found), sort_keys=False, width=110)
+
+
+def _get(d: dict, key: str):
+    for part in key.split("."):
+        if not isinstance(d, dict):
+            return None
+        d = d.get(part)
+    return d

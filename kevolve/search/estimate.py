@@ -11,9 +11,12 @@ over `llm.models` by weight, each model priced by kevolve.llm.pricing (long-cont
 
 Per candidate: an LLM-made child costs its operator's calls divided by its children (meta: 1 strategies call and
 K child calls for K children), mixed by operator weight × children per proposal, plus one call per verifier; a
-knob-made child costs the verifiers' calls only. Per run, at most: every candidate after the seeds made by the
+knob-made child costs the verifiers' calls only. Per run, expected: every candidate after the seeds made by the
 LLM, and every candidate (seeds included) verified. `worst_call_usd` is what the dollar budget reserves per call
-in flight before any reply (kevolve.search.spend.prior_per_call).
+in flight before any reply (kevolve.search.spend.prior_per_call): a long prompt and a full `llm.max_output_tokens`
+reply at the priciest model; the ceiling (`run_max_usd`) is the run's calls — the LLM operator that makes the most
+calls per child, and every verifier, for every candidate — each at that price. Neither counts failed calls (not
+billed) or `search.dollars`, which stops the run at its own bound.
 
 Guarantees: pure — no network, no Ray, no file written; a model without a price is listed in `unpriced` (its
 calls count $0 here as in the run). Not guaranteed: the bill. Real replies vary (reasoning models think for
@@ -58,9 +61,10 @@ class Estimate:
     verify_usd: float            # the verifiers' calls on one candidate
     llm_candidate_usd: float     # an LLM-made candidate: operators mixed by weight × children, verifiers included
     knob_candidate_usd: float    # a knob-made candidate: the verifiers' calls only
-    run_usd: float               # at most, for the run's candidate budget
+    run_usd: float               # expected, for the run's candidate budget (every candidate after the seeds by the LLM)
     worst_call_usd: float        # per call in flight before any reply (the dollar budget's reservation)
     unpriced: tuple[str, ...]    # models with no price: counted $0
+    run_max_usd: float = 0.0     # the ceiling: the same calls, each at `worst_call_usd`
 
 
 def tokens(msgs: list[dict[str, str]]) -> int:
@@ -129,7 +133,11 @@ def estimate(plan, task) -> Estimate:
     pricer = Pricer(plan.llm.prices)
     unpriced = tuple(m.name for m in plan.llm.models
                      if pricer.price(m.name) is None and provider_of(plan.llm, m) != "local")
-    return Estimate(tuple(calls), per_child, verify, llm_child, verify, run, prior_per_call(plan.llm), unpriced)
+    worst = prior_per_call(plan.llm)
+    k_calls = max([(1 + k) / k if op == "meta" else 1.0 for op in weights] or [1.0 if plan.translations else 0.0])
+    checks = len(plan.verifiers.checks or ())
+    ceiling = worst * (len(plan.seeds) * checks + made * ((k_calls if total or plan.translations else 0) + checks))
+    return Estimate(tuple(calls), per_child, verify, llm_child, verify, run, worst, unpriced, ceiling)
 
 
 def _usd(calls: list[Call], name: str) -> float:

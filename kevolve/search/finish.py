@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import ray
@@ -21,7 +22,7 @@ from kevolve.messages import Best, Candidate, RunSummary
 from kevolve.search import assembly
 from kevolve.search.contest import Contest
 from kevolve.search.jobs import Tally
-from kevolve.record import events
+from kevolve.record import events, failures
 
 
 def lost_baselines(searched: str | None, confirmed) -> str | None:
@@ -42,14 +43,15 @@ def lost_baselines(searched: str | None, confirmed) -> str | None:
 
 
 class Finish:
-    def __init__(self, plan, task, store, run_dir: Path, tally: Tally, contest: Contest, pool, tracker):
+    def __init__(self, plan, task, store, run_dir: Path, tally: Tally, contest: Contest, pool, tracker, health=None):
         self.plan, self.task, self.store, self.run_dir, self.tally = plan, task, store, run_dir, tally
-        self.contest, self.pool, self.tracker = contest, pool, tracker
+        self.contest, self.pool, self.tracker, self.health = contest, pool, tracker, health
         self.confirmed: tuple[Candidate, Evaluation] | None = None   # the best, judged again, baselines interleaved
         self.not_confirmed: list[str] = []         # better candidates that failed that judgement, and why
         self.released: tuple[str, Release] | None = None   # (candidate id, its release check) that passed
         self.op = None                             # the assembled op (kevolve.search.assembly), once judged
         self.last_progress = 0.0
+        self.rejections: Counter = Counter()      # failed candidates per reason (record/failures.py), the run's
 
     @property
     def best_path(self) -> Path:
@@ -142,10 +144,35 @@ class Finish:
                 f"({pipeline.building()} building, {len(pipeline.queue)} built and waiting)"
                 + (f", LLM proposals {pipeline.llm_proposals()}/{pacer.target}" if pacer is not None else "")
                 + (f", spent ${spend.spent:.2f} ({spend.calls} LLM calls)" if self.plan.llm else "")
+                + (f"; {self.rejections_line()}" if self.rejections else "")
+                + (f"; {self.health.line()}" if self.health is not None and self.health.line() else "")
                 + (f"; {note}" if note else ""))
         print(("\r" + line) if sys.stderr.isatty() else line, file=sys.stderr, end="" if sys.stderr.isatty() else "\n",
               flush=True)
         self.tracker.progress(population.stats())
+
+    def rejected(self, record) -> None:
+        """A verdict that is not correct (a stored record): its reason counted; a seed's said at once."""
+        if not failures.failed(record):
+            return
+        row = failures.rows([record])[0]
+        self.rejections[row["reason"]] += 1
+        c = record.candidate
+        if c.operator == "seed":
+            where = f" on {row['configuration']}" if row["configuration"] else ""
+            detail = row["detail"].removeprefix("static rule: ").removeprefix(f"{row['configuration']}: ")
+            self.say(f"seed {c.meta_dict().get('file') or ''} ({c.id}) rejected at {row['stage']}{where}: "
+                     f"{row['reason']} — {detail[:300]}")
+
+    def rejections_line(self) -> str:
+        n = sum(self.rejections.values())
+        return (f"rejected {n}: " + ", ".join(f"{k} {r}" for r, k in self.rejections.most_common(3))
+                + (", …" if len(self.rejections) > 3 else "")) if n else ""
+
+    def say(self, line: str) -> None:
+        """A line on stderr that stays (a notice: the LLM paused, a seed rejected), whether or not the progress line
+        is on."""
+        print(("\n" if sys.stderr.isatty() else "") + line, file=sys.stderr, flush=True)
 
     def summary(self, stopped: str | None, verification, spend, suspects) -> RunSummary:
         t = self.tally
@@ -153,6 +180,8 @@ class Finish:
         searched = min(elapsed, t.searched if t.searched is not None else elapsed)
         stages = dict(t.stage_seconds)             # paired comparisons hold an evaluator as judgements do
         busy = t.busy_seconds + stages["compare"] + t.unfinished_busy   # cut-off judgements count as busy
+        busy -= t.earlier_busy                     # a resumed run: this part's alone, as its rate
+        judged = t.finished - t.earlier_finished
         champion = self.contest.champion
         best, ev = self.confirmed or ((champion.current.candidate, champion.current.evaluation)
                                       if champion.current is not None else (None, None))
@@ -167,7 +196,7 @@ class Finish:
             run_dir=str(self.run_dir), task=self.task.name, target=self.plan.target, shapes=self.plan.shapes,
             candidates=t.finished, correct=t.correct, stopped=stopped or "budget of candidates spent",
             seconds=round(elapsed, 1), search_seconds=round(searched, 1),
-            candidates_per_minute=round(60 * t.finished / searched, 2) if searched else 0.0,
+            candidates_per_minute=round(60 * judged / searched, 2) if searched else 0.0,
             evaluators=n, evaluator_busy=round(busy / (n * searched), 3) if searched else 0.0,
             stage_seconds={k: round(v, 1) for k, v in stages.items()},
             judge_phases={k: round(v, 1) for k, v in t.judge_phases.items()},
@@ -179,7 +208,9 @@ class Finish:
                 release=self.released[1].line() if self.released is not None else ""),
             spend_usd=round(spend.spent, 6), llm_calls=spend.calls, verifiers=verifiers,
             gpu_seconds_saved=saved, suspected_judge_bugs=tuple(suspects), unfinished=tuple(t.unfinished),
-            not_released=not_released, op=self.op)
+            not_released=not_released, op=self.op,
+            llm_health=self.health.summary() if self.health is not None and self.plan.llm else {},
+            rejections=dict(self.rejections.most_common()), earlier=t.earlier_finished)
         self.tracker.finish(summary.as_dict())
         return summary
 

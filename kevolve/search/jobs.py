@@ -1,11 +1,11 @@
 """The records of work in flight, one frozen type per stage, and the run's tally.
 
-A candidate moves `Verifying` → `Verified` (waiting for a builder) → `Building` → `Built` (waiting for an
-evaluator) → `Judging` → a verdict; a proposal is `Mutating` until its children come back; `Comparing` and
-`Profiling` hold an evaluator for the champion and the profiler. Each stage's record carries what the next
-stage needs and nothing it has not got yet; a stage never edits a record, it makes the next one (`advance`).
-`retries` travels with the candidate: the losses of its actors, and the harness's own failures, so far.
-Not messages: they never leave the driver's process; the store keeps each candidate's `Status`.
+A candidate moves `Verifying` (and `LLMVerifying`: waited for in filter mode only) → `Verified` (waiting for a
+builder) → `Building` → `Built` (waiting for an evaluator) → `Judging` → a verdict; a proposal is `Mutating` until its
+children come back; `Comparing` and `Profiling` hold an evaluator for the champion and the profiler. Each stage's
+record carries what the next stage needs and nothing it has not got yet; a stage never edits a record, it makes the
+next one (`advance`). `retries` travels with the candidate: the losses of its actors, and the harness's own failures,
+so far. Not messages: they never leave the driver's process; the store keeps each candidate's `Status`.
 """
 from __future__ import annotations
 
@@ -54,6 +54,20 @@ class Verifying:
     step: ClassVar[Step] = Step.VERIFY
     candidate: Candidate
     calls: int = 0
+    retries: int = 0
+    started: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class LLMVerifying:
+    """A candidate's LLM verifier calls in flight (`calls` of them). In filter mode the candidate waits for their
+    verdicts (`waits`; `verdict`: its static one, stored with them); in shadow mode it went on to its build, and
+    their verdicts are recorded beside its own verdict whenever they come."""
+    step: ClassVar[Step] = Step.VERIFY
+    candidate: Candidate
+    calls: int
+    waits: bool
+    verdict: Any = None
     retries: int = 0
     started: float = field(default_factory=_now)
 
@@ -130,7 +144,7 @@ class Profiling:
     started: float = field(default_factory=_now)
 
 
-Record = Mutating | Verifying | Building | Judging | Comparing | Profiling     # what `ray.wait` waits on
+Record = Mutating | Verifying | LLMVerifying | Building | Judging | Comparing | Profiling   # what `ray.wait` waits on
 
 
 def again(record, **changes):
@@ -159,3 +173,6 @@ class Tally:
     unfinished_busy: float = 0.0       # ... and the evaluator seconds they had used
     start: float = field(default_factory=_now)
     searched: float | None = None      # seconds from the start to the end of the loop (None: not over)
+    earlier_seconds: float = 0.0       # a resumed run: seconds its earlier parts searched …
+    earlier_finished: int = 0          # … the verdicts they had …
+    earlier_busy: float = 0.0          # … and the evaluator seconds they used (judging, comparing)

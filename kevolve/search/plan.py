@@ -15,6 +15,7 @@ Pure: no Ray calls (the caller passes the cluster's resources), so it is tested 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
@@ -106,6 +107,8 @@ def seed_files(task: Task, target: str, which: str, replay: bool = False) -> tup
         listed = tuple((p.name, str(p)) for p in task.seed_paths(target, ABI))
     except TaskError:                            # none listed for the target: best/ may still have one
         listed = ()
+    if which not in ("all", "listed", "best"):           # kernel files of the user's own, comma-separated
+        return tuple((Path(f).name, str(Path(f).resolve())) for f in which.split(","))
     best = tuple((f"best/{p.name}", str(p)) for p in task.best_paths(target, ABI))
     if which == "best" and not best and not replay:
         name = BEST_FILES[target]

@@ -4,7 +4,9 @@ Guarantees: the population is exactly `add` of every finished candidate in order
 (`Population.restore`); the counts, the evaluator seconds, the dollars spent, the choice policy's and the
 verifiers' learning, the profiles made, the suspected judge bugs and the champion (the last `champion` event, else
 the fittest) are the store's; every unfinished candidate is verified again from the start (its source reserved,
-its arm kept). The random choices continue from a new seed stream (`{seed}/{finished}`).
+its arm kept). The random choices continue from a new seed stream (`{seed}/{finished}`). What the earlier parts
+did is marked in the tally (`earlier_finished`, `earlier_busy`), so that this part's rates and busy share are its
+own.
 """
 from __future__ import annotations
 
@@ -62,3 +64,5 @@ def resume(store, tally: Tally, learning: Learning, verification, spend, pacer, 
     contest.restore_buckets(store)
     tally.stage_seconds["compare"] = sum(p.get("seconds") or 0.0 for _, _, p in store.events("compare"))
     contest.champion.spent(judging=tally.busy_seconds, comparing=tally.stage_seconds["compare"])
+    tally.earlier_finished = tally.finished        # this part's rates and busy share count from here
+    tally.earlier_busy = tally.busy_seconds + tally.stage_seconds["compare"]

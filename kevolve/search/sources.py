@@ -117,9 +117,11 @@ class Mutations:
         request = (self.population.request(proposal, self.learning.board, self.plan.strategies_shown,
                                            self.plan.meta_children, self.contest.profiles, torch_source)
                    if s.llm else Request(proposal.operator, proposal))
-        job = Mutating(proposal, lambda: self.mutator.apply.remote(request, seed, proposal.model), expect, calls)
+        method = self.mutator.call if s.llm else self.mutator.apply     # the LLM's calls on threads of their own
+        job = Mutating(proposal, lambda: method.remote(request, seed, proposal.model), expect, calls)
         if s.llm:
             self.spend.start(calls)
+            self.pipeline.health.probing()
             self.contest.profile(proposal)
         self.pipeline.send(job.send(), job)
         self.pipeline.tally.proposing += job.expect
@@ -137,9 +139,20 @@ class Mutations:
         if job.calls:
             made = len(mutations) + any("strategy_seed" in m.meta for m in mutations)
             self.spend.done(job.calls, sum(m.cost_usd for m in mutations), made)
+            self.counted(mutations)
         new = sum(bool(self._child(job, m)) for m in mutations)
         if job.calls and self.pacer is not None and self.pacer.returned(time.perf_counter() - job.started, new):
             self.store.log_event(events.Pacing(self.pacer.state()))
+
+    def counted(self, mutations: list[Mutation]) -> None:
+        """Each LLM call of a proposal to the LLM's health: failed (`meta.llm_error`) or came back (any reply);
+        a meta proposal's strategy call came back when it gave children."""
+        health = self.pipeline.health
+        if any("strategy_seed" in m.meta for m in mutations):
+            health.called(mutations[0].model, None)
+        for m in mutations:
+            error = m.meta.get("llm_error")
+            health.called(m.model, error.get("cause") or m.failure if error else None)
 
     def _child(self, job: Mutating, m: Mutation) -> bool:
         """One child of a proposal: a new candidate (True), or a recorded failure (no kernel, or a duplicate)."""
@@ -147,7 +160,8 @@ class Mutations:
         p = job.proposal
         llm = spec(p.operator).llm
         if m.source is None or not self.population.reserve(m.source):
-            self.misses["llm" if llm else "knob"] += 1   # no knobs to turn, a bad parent, no kernel, a duplicate
+            if "llm_error" not in m.meta:                # a failed call says nothing of what the LLM would write
+                self.misses["llm" if llm else "knob"] += 1   # no knobs to turn, a bad parent, no kernel, a duplicate
             if m.source is None or llm:
                 self.store.log_event(events.MutationFailed(
                     parent=p.parent.id if p.parent else None, operator=p.operator, model=m.model,
@@ -203,10 +217,14 @@ class FromPopulation:
         m, tally = self.mutations, self.pipeline.tally
         if not m.population.best() and tally.finished < tally.created:
             return False                         # wait for a first correct parent before mutating
-        kinds = m.kinds()
-        if kinds.get("llm") and self.pipeline.llm_proposals() >= self.pacer.target:
-            kinds["llm"] = False                 # as many LLM calls in flight as there should be: knob meanwhile,
-        if not any(kinds.values()):              # so that no evaluator waits on the network
+        kinds, health = m.kinds(), self.pipeline.health
+        if health.paused and "knob" not in kinds:    # LLM-only, and the LLM is down: nothing can write candidates
+            health.ended = True
+            m.stop(health.stop_reason())
+            return False
+        if kinds.get("llm") and (self.pipeline.llm_proposals() >= self.pacer.target or not health.allows()):
+            kinds["llm"] = False                 # as many LLM calls in flight as there should be, or the LLM paused:
+        if not any(kinds.values()):              # knob meanwhile, so that no evaluator waits on the network
             return False
         only = None if all(kinds.values()) else (where(llm=False) if kinds.get("knob") else m.plan.llm_operators)
         proposal = m.population.propose(m.rng, m.learning.policy, only)

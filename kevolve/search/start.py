@@ -24,16 +24,19 @@ from kevolve.task.spec import Task
 from kevolve.record import events
 
 
-def open_store(cfg: Config, run_dir: Path, task: Task, command: list[str] | None = None) -> tuple[Store, bool]:
-    """The run's store: opened to resume (it must have searched the same task), or created with the config and
-    the command line's overrides (`command`, when the run came from `python -m kevolve`; secret values redacted)."""
+def open_store(cfg: Config, run_dir: Path, task: Task, command: list[str] | None = None,
+               notes: list[str] | None = None) -> tuple[Store, bool]:
+    """The run's store: opened to resume (it must have searched the same task; `notes`: what the resume said, kept
+    in its `resume` event), or created with the config and the command line's overrides (`command`, when the run
+    came from `python -m kevolve`; secret values redacted)."""
     if cfg.resume:
         store = Store.open(run_dir)
         meta = store.meta()
         if meta.get("task") != task.name:
             raise ConfigError(f"config field 'task.name': the run in {run_dir} searched {meta.get('task')!r}, "
                               f"not {task.name!r}; resume with task={meta.get('task')}")
-        store.log_event(events.Resume(run_dir=str(run_dir)))
+        store.log_event(events.Resume(run_dir=str(run_dir), said=tuple(notes or ()),
+                                      command=tuple(redact_arg(a) for a in command or ())))
         book_unrecorded_spend(store, run_dir)
         return store, True
     from omegaconf import OmegaConf

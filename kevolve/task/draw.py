@@ -10,7 +10,8 @@ budget allows, few rows long where the cost is the row's length.
 - `for_judgement`: a handful, their bytes bounded by the budget: small sizes with the scalars at or near their
   extremes under every init family, one size at its largest value (the others drawn and the whole fitted to the
   budget), and a few drawn across the whole domain. Over a run every size's and scalar's extremes appear.
-- `sweep`: hundreds (`count`): the corners under every init family, then draws of every kind.
+- `sweep`: hundreds (`count`): the corners under every init family, then draws of every kind (small and
+  interior ones mostly: the corners hold the largest configurations already).
 - `corners`: every size at its smallest and at its largest (the others at their smallest), every scalar at both
   ends, under every init family the domain allows there.
 - `shrink`: the smallest configuration that still fails, size by size (bisected), within a number of tries.
@@ -269,11 +270,11 @@ def sweep(task: Task, target: str, rng: random.Random, count: int = 200) -> tupl
     """`corners` under every init family, then draws of every kind until `count` configurations."""
     out = list(corners(task, target, rng.randrange(1 << 31)))
     small, interior, budget = _budgets(task, target)
-    kinds = [dict(budget=small, small=True, edge=0.35), dict(budget=budget), dict(budget=interior)]
+    kinds = [dict(budget=small, small=True, edge=0.35), dict(budget=interior)] * 4 + [dict(budget=budget)]
     ranged = [s.name for s in task.domain.sizes if s.lo < s.hi]
     misses = 0
     while len(out) < count and misses < count:
-        k = dict(kinds[len(out) % 3])
+        k = dict(kinds[len(out) % len(kinds)])     # the corners hold the largest already: a ninth more at the top
         if k["budget"] == budget and ranged:
             k["pinned"] = (rng.choice(ranged),)
         got = _draw(task, target, rng, **k)

@@ -2,9 +2,11 @@
 
 `write(imported, out)` writes `out/<name>/`: `problem.py` (the problem file, byte for byte), `reference.py` (three
 functions over `kevolve.task.problem.Problem`), `task.yaml` and `prompt.md` (the program, its tensors, the C
-prototypes from `kevolve.task.abi`). Guarantees: the text is a function of the import alone (no paths, no times),
+prototypes from `kevolve.task.abi`), and, where the naive writer follows the op (kevolve/task/naive.py),
+`seeds/cpu.cpp` and `seeds/cuda.cu`, listed in task.yaml (`python -m kevolve.tasks import` judges the CPU one and
+takes it out of the list if it fails). Guarantees: the text is a function of the import alone (no paths, no times),
 so the same file gives the same folder byte for byte; only a folder whose task.yaml carries `imported_from` (one
-the importer made) is overwritten, and only those four files. Not guaranteed: that the folder loads — `write`
+the importer made) is overwritten, and only those files. Not guaranteed: that the folder loads — `write`
 loads it once to draw the prompt, which raises TaskError if not.
 """
 from __future__ import annotations
@@ -17,6 +19,9 @@ from kevolve.task.kernelbench import Imported
 from kevolve.task.problem import ProblemError
 
 MARK = "imported_from"
+HEAD = ("# KernelBench problem {name}, imported by `python -m kevolve.tasks import` (kevolve/task/kernelbench.py).\n"
+        "# Re-import it rather than edit this file. bench: the file's constants; small: scaled for a CPU; held out: "
+        "odd sizes.\n# seeds: naive kernels written from the reference (kevolve/task/naive.py), where it could.\n")
 ELEMENT_BYTES = {"float32": 4, "float64": 8, "int64": 8, "int32": 4}
 
 
@@ -26,17 +31,27 @@ def write(imp: Imported, out: str | Path, atol: float = 1e-4, rtol: float = 1e-4
     folder = Path(out) / imp.name
     if (folder / "task.yaml").exists() and MARK not in (yaml.safe_load((folder / "task.yaml").read_text()) or {}):
         raise ProblemError(f"{folder} holds a task the importer did not make: choose another --out or --name")
+    from kevolve.task.naive_seeds import naive_seeds, with_seeds
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "problem.py").write_text(imp.source.read_text())
     (folder / "reference.py").write_text(reference_py(imp))
     (folder / "task.yaml").write_text(task_yaml(imp, atol, rtol))
+    sources, workspace, _ = naive_seeds(folder, imp)          # none where the naive writer cannot follow the op
+    if sources:
+        with_seeds(folder, task_dict(imp, atol, rtol), HEAD.format(name=imp.source.name), sources, workspace)
     (folder / "prompt.md").write_text(prompt_md(imp, load_task(folder)))
     return folder
 
 
 def task_yaml(imp: Imported, atol: float, rtol: float) -> str:
+    raw = task_dict(imp, atol, rtol)
+    return HEAD.format(name=imp.source.name) + yaml.safe_dump(raw, sort_keys=False, default_flow_style=None, width=110)
+
+
+def task_dict(imp: Imported, atol: float, rtol: float) -> dict:
+    """What task.yaml states of an import, as data (`kevolve.task.new` writes an editable one from it)."""
     floor = " + ".join(f"{ELEMENT_BYTES[d]} * {' * '.join(s) or '1'}" for _, s, d in imp.inputs + imp.outputs)
-    raw = {
+    return {
         "name": imp.name, "direction": "forward", MARK: imp.source.name,
         "description": f"KernelBench problem {imp.source.stem}: Model.forward of problem.py. Inputs: get_inputs(), "
                        "then the Model's parameters; outputs: what forward returns.",
@@ -52,10 +67,6 @@ def task_yaml(imp: Imported, atol: float, rtol: float) -> str:
                        "inits": ["torch"], "seeds": [0] if k == "bench" else [0, 1]}
                    for k, cs in imp.shape_sets.items()},
     }
-    head = (f"# KernelBench problem {imp.source.name}, imported by `python -m kevolve.tasks import` "
-            "(kevolve/task/kernelbench.py).\n# Re-import it rather than edit this file. bench: the file's constants; "
-            "small: scaled for a CPU; held out: odd sizes.\n")
-    return head + yaml.safe_dump(raw, sort_keys=False, default_flow_style=None, width=110)
 
 
 def domain(imp: Imported) -> dict:

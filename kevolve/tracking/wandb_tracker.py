@@ -7,7 +7,9 @@ What goes there, x-axis `candidates` (verdicts so far):
 - over time: `run/best_fitness`, `run/correct_rate`, `run/candidates_per_minute`, `run/evaluator_busy` (the share
   of evaluator time spent judging, this session), `run/spend_usd`; at each progress call, `population/...`;
 - at the end: the `candidates` table (every row), the `lineage` table (one row per edge parent → child, with the
-  child's operator: W&B panels rebuild the family tree from it), the `verifiers` table (confusion per LLM
+  child's operator: W&B panels rebuild the family tree from it), the `failures` table (every candidate that was not
+  correct: operator, stage, reason, configuration, the failure's text — the report's; `failures/<reason>` counts in
+  the summary), the `verifiers` table (confusion per LLM
   verifier, when the run has verdicts), the best kernel as an artifact of type `kernel` (its source and
   `numbers.json`: the summary of its final judgement and its per-configuration numbers), and the summary;
 - as the run's config: the resolved configuration from the store, secrets scrubbed (`record.scrub`).
@@ -38,6 +40,7 @@ import wandb
 
 from kevolve.config import LoggerConfig
 from kevolve.progress import bar
+from kevolve.record import failures
 from kevolve.record.events import Confirm, Tracker
 from kevolve.record.read import confusion as confusion_of
 from kevolve.record.read import lineage
@@ -140,6 +143,10 @@ class WandbTracker:
                       "candidates_table": wandb.Table(columns=columns,
                                                       data=[[r.get(c) for c in columns] for r in rows]),
                       "lineage": _table(lineage(records))})
+        failed = failures.rows(records)           # the report's failures table, the same rows
+        if failed:
+            self.run.log({"candidates": self.n, "failures": _table(failed)})
+            self.run.summary.update({f"failures/{reason}": n for reason, n in failures.counts(failed).items()})
         confusion = confusion_of(records)
         if confusion:
             self.run.log({"candidates": self.n, "verifiers": _table(

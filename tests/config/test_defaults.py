@@ -18,7 +18,7 @@ from kevolve.config import Config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = ("search", "resources", "llm", "logger", "task", "experiment")
-TABLES = {("llm", "prices")}              # data, not configuration fields: the price table pricing.py reads
+TABLES: set = set()                      # data files are not options (the price table: kevolve/llm/prices.yaml)
 
 
 def leaves(d: Any, prefix: str) -> Iterator[tuple[str, Any]]:
@@ -115,3 +115,15 @@ def test_importing_config_has_no_side_effects():
             "assert OmegaConf.has_resolver('basename') and 'task' in ConfigStore.instance().repo\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_every_option_of_the_llm_group_is_a_provider():
+    """conf/llm/ holds providers only: `llm=prices` (a data file once) is no option that runs the knob search."""
+    from kevolve.config import ConfigError
+    from kevolve.config.hydra import compose
+    from kevolve.llm.config import PROVIDERS
+    for path in (CONF / "llm").glob("*.yaml"):
+        raw = yaml.safe_load(path.read_text()) or {}
+        assert raw.get("provider", "none") in PROVIDERS and (raw.get("provider") or path.stem == "none"), path
+    with pytest.raises(ConfigError, match="llm/prices|prices"):
+        compose("llm=prices")

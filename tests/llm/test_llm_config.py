@@ -33,7 +33,7 @@ def test_every_llm_option_composes_and_validates(option):
 
 
 def test_options_are_the_ones_documented():
-    assert {"none", "openai", "gemini", "local", "prices"} <= set(OPTIONS)
+    assert {"none", "openai", "gemini", "local"} == set(OPTIONS)          # providers only: prices is data
     assert load("llm=local").base_url == "http://localhost:8000/v1"
     assert load("llm=none").provider == "none"
 

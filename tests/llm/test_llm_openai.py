@@ -15,7 +15,7 @@ def test_good_reply_text_tokens_cost_and_request(server, sleeps):
     r = llm.complete([{"role": "system", "content": "be fast"}] + USER, model="gpt-4.1", temperature=0.7)
     assert (r.text, r.model, r.provider, r.tokens_in, r.tokens_out) == (
         "__global__ void k() {}", "gpt-4.1", "openai", 1000, 500)
-    assert r.cost_usd == pytest.approx((1000 * 2.0 + 500 * 8.0) / 1e6)     # conf/llm/prices.yaml: gpt-4.1
+    assert r.cost_usd == pytest.approx((1000 * 2.0 + 500 * 8.0) / 1e6)     # kevolve/llm/prices.yaml: gpt-4.1
     assert not r.cached and r.attempts == 1 and r.finish_reason == "stop" and sleeps == []
     (req,) = server.requests
     assert req.path == "/v1/chat/completions"

@@ -19,7 +19,7 @@ from kevolve.operators.llm_operator import LLMOperator, apply
 from kevolve.operators.strategies import Strategy
 from llm_servers import ENV, Ok, Status, openai_config
 
-GPT41 = (2.0, 8.0)      # conf/llm/prices.yaml: USD per million tokens in, out
+GPT41 = (2.0, 8.0)      # kevolve/llm/prices.yaml: USD per million tokens in, out
 
 
 def cost(tokens_in: int, tokens_out: int, price=GPT41) -> float:

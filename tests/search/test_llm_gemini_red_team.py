@@ -24,7 +24,7 @@ from kevolve.search.suspects import FOLDER
 from llm_kit import GOOD, SLOW, TASK, Script, config, fenced, ray_with, records
 from llm_servers import GEMINI_KEY, LLMServer, Ok
 
-MODEL, PRICE = "gemini-2.5-pro", (1.25, 10.0)                # conf/llm/prices.yaml, USD per million tokens
+MODEL, PRICE = "gemini-2.5-pro", (1.25, 10.0)                # kevolve/llm/prices.yaml, USD per million tokens
 SERIAL = """// Scaled softmax forward: one thread, the row's max once, its sum again every 8 elements.
 #include <cmath>
 #include <cstdint>

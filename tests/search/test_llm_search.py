@@ -31,7 +31,7 @@ from llm_servers import OPENAI_KEY, LLMServer, Ok, Status
 UNROLLED = GOOD.replace("constexpr int UNROLL = 1;", "constexpr int UNROLL = 2;")
 CHUNK8 = GOOD.replace("constexpr int CHUNK = 4;", "constexpr int CHUNK = 8;")
 ROWS2 = GOOD.replace("constexpr int ROWS = 1;", "constexpr int ROWS = 2;")
-PRICE = (2.0, 8.0)                                            # gpt-4.1, USD per million tokens (conf/llm/prices.yaml)
+PRICE = (2.0, 8.0)                                   # gpt-4.1, USD per million tokens (kevolve/llm/prices.yaml)
 
 
 def edit(search: str, replace: str) -> str:

@@ -135,6 +135,16 @@ def test_search_seeds_chooses_the_listed_seeds_the_best_kernel_or_both(tmp_path,
     assert [Path(p) for _, p in plan.seeds] == [files[label] for label in labels]
 
 
+def test_search_seeds_takes_kernel_files_of_your_own(tmp_path, task):
+    """A task without seeds (an import the naive writer could not follow) starts from files given by path."""
+    mine = tmp_path / "mine.cpp"
+    mine.write_text((TASK / "seeds" / "cpu.cpp").read_text())
+    plan = resolve(config(search={"seeds": f"{mine},{TASK / 'seeds' / 'cpu.cpp'}"}), task, {"CPU": 4})
+    assert plan.seeds == (("mine.cpp", str(mine)), ("cpu.cpp", str(TASK / "seeds" / "cpu.cpp")))
+    with pytest.raises(ConfigError, match=r"config field 'search.seeds'.*kernel files, comma-separated"):
+        config(search={"seeds": str(tmp_path / "missing.cpp")})
+
+
 def test_without_a_best_kernel_all_is_the_listed_seeds_and_best_is_a_config_error(task):
     assert [label for label, _ in resolve(config(), task, {"CPU": 4}).seeds] == ["cpu.cpp"]
     with pytest.raises(ConfigError) as e:

@@ -305,13 +305,23 @@ def _test_resume(tmp_path: Path, run_dir: Path, budget: int) -> None:
         assert store.integrity() == "ok"
         created_before = len(store.candidates())
 
-    proc2 = subprocess.run(kevolve_cmd(tmp_path, f"resume={run_dir}", f"search.candidates={budget}",
-                                       "search.population.islands=2"),
+    # the resume command names nothing but the run: its task, budget and settings are the run's own
+    proc2 = subprocess.run([sys.executable, "-m", "kevolve", f"resume={run_dir}",
+                            f"hydra.run.dir={tmp_path / 'hydra2'}"],
                            capture_output=True, text=True, timeout=420, cwd=tmp_path)
     assert proc2.returncode == 0, proc2.stdout[-2000:] + proc2.stderr[-4000:]
+    print(proc2.stderr[-3000:])
     summary = last_json(proc2.stdout)
-    assert summary["candidates"] == budget
+    assert summary["candidates"] == budget and summary["task"] == "search_task"
     assert summary["stopped"] == "budget of candidates spent"
+    said = proc2.stderr
+    assert f"resuming {run_dir}: search_task" in said and f"{budget} candidates (" in said
+    assert "settings: the run's own (none changed on this command line)" in said
+    finished_before = sum(1 for r in before.values() if r[0] in TERMINAL)
+    assert summary["earlier"] >= finished_before       # this part's rate and busy share are its own
+    part = summary["candidates"] - summary["earlier"]
+    assert summary["candidates_per_minute"] == pytest.approx(60 * part / summary["search_seconds"], rel=0.01)
+    assert 0 < summary["evaluator_busy"] <= 1.01
 
     after = snapshot(run_dir)
     rows_after = measurement_counts(run_dir)
@@ -581,6 +591,7 @@ def test_multirun_gives_each_job_its_own_run_dir(tmp_path):
     assert len(summaries) == 2
     dirs = {s["run_dir"] for s in summaries}
     assert len(dirs) == 2 and all((Path(d) / "kevolve.db").exists() for d in dirs)
+    assert {Path(d).name for d in dirs} == {"0_seed=0", "1_seed=1"}      # named by what the sweep varies
     assert all(s["candidates"] == 2 and s["best"] is not None for s in summaries)
 
 

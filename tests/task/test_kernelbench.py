@@ -255,12 +255,15 @@ def test_names_carry_the_level_and_the_stem():
 def test_import_round_trips_byte_for_byte(tmp_path):
     path = problem_file(tmp_path, LINEAR)
     first = import_file(path, tmp_path / "a")
-    files = {p.name: p.read_bytes() for p in first.iterdir()}
-    assert set(files) == {"task.yaml", "reference.py", "problem.py", "prompt.md"}
+
+    def read(folder):
+        return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    files = read(first)
+    assert set(files) == {"task.yaml", "reference.py", "problem.py", "prompt.md", "seeds/cpu.cpp", "seeds/cuda.cu"}
     again = import_file(path, tmp_path / "a")               # over itself
     other = import_file(path, tmp_path / "b")               # elsewhere
     for folder in (again, other):
-        assert {p.name: p.read_bytes() for p in folder.iterdir()} == files
+        assert read(folder) == files
     assert files["problem.py"] == path.read_bytes()
 
 
@@ -345,9 +348,9 @@ def test_files_kevolve_cannot_judge_are_refused_with_the_reason(tmp_path, kind):
 
 def test_cli_imports_and_reports_refusals(tmp_path, capsys):
     good, bad = problem_file(tmp_path, SCALED_TANH), problem_file(tmp_path, REFUSED["dropout"][0], "8_Dropout.py")
-    assert main(["import", str(good), "--out", str(tmp_path / "tasks")]) == 0
+    assert main(["import", str(good), "--out", str(tmp_path / "tasks"), "--no-check"]) == 0
     assert (tmp_path / "tasks" / "kb_l1_7_problem" / "task.yaml").is_file()
-    assert main(["import", str(good), str(bad), "--out", str(tmp_path / "tasks")]) == 1
+    assert main(["import", str(good), str(bad), "--out", str(tmp_path / "tasks"), "--no-check"]) == 1
     assert "refused" in capsys.readouterr().err
     assert main(["import", str(good), str(bad), "--name", "x"]) == 2
 
@@ -363,3 +366,19 @@ def test_an_imported_task_judges_a_c_kernel_in_the_worker(tmp_path):
     good, bad = evaluate(task, GOOD_KERNEL, options), evaluate(task, BAD_KERNEL, options)
     assert good.correct, good.failure
     assert not bad.correct and "output out" in bad.failure
+
+
+def test_an_imported_task_gets_a_naive_seed_listed_for_each_target(tmp_path):
+    """The search can start on the CPU without a seed written by hand (kevolve/task/naive.py)."""
+    folder = import_file(problem_file(tmp_path, LINEAR), tmp_path / "tasks")
+    task = load_task(folder)
+    assert [p.name for p in task.seed_paths("cpu")] == ["cpu.cpp"] and [p.name for p in task.seed_paths("cuda")] == \
+        ["cuda.cu"]
+    assert task.workspace(task.configs("small")[0].size_dict) > 0          # its temporaries, in the workspace
+
+
+@pytest.mark.slow
+def test_the_cli_judges_an_imported_naive_seed_correct(tmp_path, capsys):
+    assert main(["import", str(problem_file(tmp_path, LINEAR)), "--out", str(tmp_path / "tasks")]) == 0
+    out = capsys.readouterr().out
+    assert "seeds/cpu.cpp: correct on every configuration of the small set" in out, out

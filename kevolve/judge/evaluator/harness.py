@@ -48,7 +48,7 @@ from kevolve.task.spec import Task
 def evaluate(task: Task, source: str, options: Options) -> Evaluation:
     """Static rules, build, then judge: the whole verdict on one source."""
     base = dict(task=task.name, target=options.target, abi=options.abi, shapes=options.shapes)
-    verdict = rules.check(source, options.target, options.abi)
+    verdict = rules.check(source, options.target, options.abi, task=task)      # task: its entry point checked
     if not verdict.ok:
         return Evaluation(**base, compiled=False, correct=False, failure=f"static rule: {verdict.reason}",
                           stage="verify")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kevolve.judge.static import reach
+from kevolve.judge.static import entry, reach
 from kevolve.judge.static import tokens as lex
 from kevolve.judge.static.source import (C_INCLUDES, CUDA_INCLUDE_PREFIXES, CUDA_INCLUDES,  # noqa: F401 (the prompt's list)
                                          REASON_PREPROCESSOR, TORCH_INCLUDE_PREFIXES, blank_comments_and_strings,
@@ -89,9 +89,10 @@ class Verdict:
         return None if self.ok else "; ".join(str(v) for v in self.violations[:5])
 
 
-def check(source: str, target: str, abi: str = "c", preprocess: bool = True) -> Verdict:
+def check(source: str, target: str, abi: str = "c", preprocess: bool = True, task=None) -> Verdict:
     """Applies every static rule; returns all violations found. `preprocess=False` reads the raw text only
-    (for tests of the token rules; the harness always preprocesses)."""
+    (for tests of the token rules; the harness always preprocesses). With `task` (C ABI), the entry point's
+    arguments are checked against the task's signature too (`judge.static.entry`)."""
     from kevolve.judge.build import MAX_SOURCE_BYTES
     if len(source.encode()) > MAX_SOURCE_BYTES:           # not read further: a kernel is one file of code, not data
         return Verdict(False, (Violation("size", 1, "", f"the source is {len(source.encode()) >> 10} KiB, over the cap "
@@ -124,6 +125,9 @@ def check(source: str, target: str, abi: str = "c", preprocess: bool = True) -> 
         toks = [t for t in lex.tokenize(code) if t.kind != "directive"]
     for rule, lineno, reason in token_violations(toks, target) + reach.violations(toks):
         add(rule, lineno, reason)
+    if task is not None and abi == "c":
+        for rule, lineno, reason in entry.violations(toks, task, target):
+            add(rule, lineno, reason)
     if not source.strip():
         found.append(Violation("empty", 1, "", "the source is empty"))
     return Verdict(not found, tuple(found))
