@@ -41,7 +41,9 @@ from kevolve.judge.evaluator.process import WorkerDied
 from test_cpu import BODY, FAST, HERE, SIG, TINY, honest_next, kernel  # noqa: E402,F401  (fixtures: conftest.py)
 
 # timed, but cheaply: no baselines, 2 rounds of 10 calls, one init per shape
-TIMED = dataclasses.replace(FAST, time_kernel=True, baselines=(), reps=20, time_inits="first")
+# the timing layer alone: the configurations a judgement draws from the domain (a layer of their own,
+# tests/adversarial/test_domain_attacks.py) catch some of these kernels first, at correctness
+TIMED = dataclasses.replace(FAST, time_kernel=True, baselines=(), reps=20, time_inits="first", domain="off")
 
 
 def with_libc(name: str) -> str:
@@ -257,15 +259,17 @@ def test_a_kernel_that_memorises_the_fixed_correctness_inputs_fails_its_first_ca
 
 def test_a_kernel_that_knows_the_correctness_inputs_fails_the_timed_calls(tiny, monkeypatch):
     """With the salt fixed (`KEVOLVE_INPUT_SALT`, to reproduce a verdict) a kernel that knows it can pass the
-    correctness calls; the timed calls' fresh inputs, drawn after it loaded, still reject it at the first warm-up
-    call."""
+    listed configurations' correctness calls; a configuration drawn from the domain rejects it there, and without
+    them the timed calls' fresh inputs, drawn after it loaded, still reject it at the first warm-up call."""
     from kevolve.judge.evaluator import reuse
     monkeypatch.setenv(reuse.SALT_ENV, "12345")
     salt = reuse.input_salt()
     built = builder.build(memorising(tiny, (salt, salt + 1, salt + 2)), "cpu")
     assert built.ok, built.error
-    untimed = judge(tiny, built.lib_path, FAST)
+    untimed = judge(tiny, built.lib_path, dataclasses.replace(FAST, domain="off"))
     assert untimed.correct, untimed.failure
+    drawn = judge(tiny, built.lib_path, FAST)      # the domain's drawn configurations: inputs it cannot know
+    assert not drawn.correct and drawn.failure.startswith("drawn:"), drawn.failure
     ev = judge(tiny, built.lib_path, TIMED)
     assert not ev.correct and ev.stage == "timing", (ev.stage, ev.failure)
     assert re.search(r"^B=2,N=4096/random/s0: output out: 8[0-9]{3} of 8192 elements outside tolerance .*\(warm-up, "
