@@ -3,9 +3,10 @@
 The static rules read spelling; this reads what the linker made of it. `check(lib, target)` returns `None`
 or a reason (`symbol: ...`) when the library
 - imports a dynamic symbol outside the target's allow-list (libm, memory and printf-style output, OpenMP's
-  `GOMP_*`/`omp_*`, the C++ runtime pieces templates need, and on cuda the CUDA runtime calls a kernel
-  needs: launches (`cudaLaunchKernelExC` included: thread-block clusters), async memset/memcpy, errors,
-  function and device attributes, occupancy, streams, events, stream capture and the graph calls named in
+  runtime by name (`GOMP_OK`: no entry that returns with a thread still running, issue 49) and `omp_*`, the
+  C++ runtime pieces templates need, and on cuda the CUDA runtime calls a kernel needs: launches
+  (`cudaLaunchKernelExC` included: thread-block clusters), async memset/memcpy, errors, function and device
+  attributes, occupancy, streams, events, stream capture and the graph calls named in
   `CUDA_GRAPH`). `Py*`, `pthread_*`, `fork`/`exec*`/`system`, files, sockets, `dlopen`/`dlsym`, sleeps,
   signals, timers, `cudaGetDriverEntryPoint*`, host callbacks and host or generic graph nodes
   (`cudaGraphAddNode`, `cudaGraph(Exec)NodeSetParams`), stream and graph-kernel-node attributes (the
@@ -49,7 +50,26 @@ CXX = set("""__cxa_guard_acquire __cxa_guard_release __cxa_guard_abort __cxa_beg
     __cxa_rethrow __cxa_allocate_exception __cxa_free_exception __cxa_throw __cxa_pure_virtual
     __cxa_deleted_virtual __cxa_call_terminate __gxx_personality_v0 _Unwind_Resume _ZSt9terminatev""".split())
 CXX_PREFIXES = ("_Znw", "_Zna", "_Zdl", "_Zda", "_ZTVN10__cxxabiv1", "_ZTISt", "_ZTSSt", "_ZNSt7__cxx1112basic_string",
-                "__atomic_", "_ZGV", "GOMP_", "omp_")
+                "__atomic_", "_ZGV")
+# OpenMP's runtime, by name: the entries GCC emits for the constructs a kernel writes, each of which has joined every
+# thread it started when it returns — `GOMP_parallel` and its combined loop, sections and reduction forms, worksharing
+# inside a region, barriers, critical sections, atomics, tasks (which the region's end waits for), the allocator.
+# Not here (so rejected): the legacy split entries `GOMP_parallel_start` / `GOMP_parallel_loop_*_start` /
+# `GOMP_parallel_sections_start` / `GOMP_parallel_end`, which return with the team's other threads still running
+# the region's body (issue 49: a helper thread that outlived the call, declared through a second `extern "C"`
+# declarator), offloading and its plugins (`GOMP_target*`, `GOMP_offload_*`, `GOMP_PLUGIN_*`, `omp_target_*`), host
+# teams (`GOMP_teams*`) and OpenACC (`GOACC_*`, `acc_*`), none of which a kernel on this host needs.
+GOMP_OK = re.compile(
+    r"^GOMP_(parallel|parallel_reductions|parallel_sections|"
+    r"parallel_loop_(static|dynamic|guided|runtime|nonmonotonic_(dynamic|guided|runtime)|maybe_nonmonotonic_runtime)|"
+    r"loop(_ull)?_(start|end|end_nowait|end_cancel|ordered_start|doacross_start|"
+    r"((ordered_|doacross_|nonmonotonic_|maybe_nonmonotonic_)?(static|dynamic|guided|runtime)_(start|next)))|"
+    r"sections2?_start|sections_(next|end|end_nowait|end_cancel)|single_(start|copy_start|copy_end)|scope_start|"
+    r"barrier|barrier_cancel|critical(_name)?_(start|end)|atomic_(start|end)|ordered_(start|end)|"
+    r"doacross(_ull)?_(post|wait)|task|taskwait|taskwait_depend|taskyield|taskgroup_(start|end)|"
+    r"taskgroup_reduction_(register|unregister)|task_reduction_remap|workshare_task_reduction_unregister|"
+    r"taskloop|taskloop_ull|cancel|cancellation_point|alloc|free|error|warning)$")
+OMP_FORBIDDEN = ("omp_target_",)
 CUDA = set("""__cudaRegisterFatBinary __cudaRegisterFatBinaryEnd __cudaUnregisterFatBinary __cudaRegisterFunction
     __cudaRegisterVar __cudaRegisterManagedVar __cudaRegisterTexture __cudaRegisterSurface __cudaRegisterLinkedBinary
     __cudaInitModule __cudaPushCallConfiguration __cudaPopCallConfiguration __cudaLaunchKernel __cudaGetKernel
@@ -123,6 +143,8 @@ def check(lib: str, target: str) -> str | None:
 
 def allowed(name: str, target: str) -> bool:
     if name in MEMORY or name in CXX or name.startswith(CXX_PREFIXES) or name in libm():
+        return True
+    if GOMP_OK.match(name) or (name.startswith("omp_") and not name.startswith(OMP_FORBIDDEN)):
         return True
     if re.match(r"^__(pow|div|mul|udiv|umod|mod|extend|trunc|fix|float|neg|cmp|ucmp|clz|ctz|popcount|bswap|add|"
                 r"sub)\w*\d$", name):                        # libgcc arithmetic helpers (__divti3, __extendhfsf2)
