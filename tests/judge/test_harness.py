@@ -419,14 +419,21 @@ def test_reuse_spare_worker_is_clean_and_replaced_after_a_crash(tiny, monkeypatc
 
 
 def test_baselines_are_timed_again_after_the_refresh_interval(tiny):
+    """Past the refresh interval the baselines are timed again, in the evaluator's clean baseline worker, which is
+    kept warm between judgements: it compiled torch.compile's graphs for the first and compiles nothing again."""
     reuse = Reuse(TIMED, 0, 1e-3)
     try:
-        judge_source(tiny, "seed", TIMED, reuse)
+        first = judge_source(tiny, "seed", TIMED, reuse)
+        baseline_pid = reuse.baseline.worker.proc.pid
         time.sleep(0.01)
         ev = judge_source(tiny, "seed", TIMED, reuse)
-        assert ev.correct and ev.phases.get("baselines", 0) > 0
+        assert ev.correct and not ev.baselines_reused, ev.failure
+        assert all(m.eager is not None for m in ev.measurements if m.kernel is not None)
+        assert first.phases.get("baselines", 0) > 0 and ev.phases.get("baselines", 0) == 0
+        assert reuse.baseline.worker.proc.pid == baseline_pid
     finally:
         reuse.close()
+    assert reuse.baseline.worker is None
 
 
 # ---------------------------------------------------------------------- lifecycle: a death at teardown
