@@ -15,8 +15,9 @@ or a reason (`symbol: ...`) when the library
   `cudaLaunchKernelExC` imports nothing new: the static rules (`persisting-l2`) and the worker's reset of
   the persisting-L2 set-aside around each timed round (`judge.worker.l2`) are the layers for it;
 - runs code at load or unload: an `.init_array`/`.fini_array`/`.ctors`/`.dtors`/`.preinit_array` entry other
-  than the toolchain's own (`frame_dummy`, `__do_global_dtors_aux`, nvcc's `__sti____cudaRegisterAll`) — a
-  global object with a constructor or destructor, `__attribute__((constructor))` however spelled;
+  than the toolchain's own (`frame_dummy`, `__do_global_dtors_aux`, nvcc's `__sti____cudaRegisterAll`, GCC's static
+  initialisation of global objects `_GLOBAL__sub_I_*`: `INIT_OK`) — `__attribute__((constructor))` however spelled,
+  a prioritised initialiser, a pointer placed in `.init_array`;
 - contains a raw `syscall`/`sysenter`/`int 0x80` instruction (x86-64 host code: CUDA host-side inline asm);
 - takes an imported function's address as data (`address_taken`): a relocation against it other than its PLT
   slot, which is what `&printf`, `(uintptr_t)printf` or a stored function pointer compile to however they are
@@ -109,8 +110,15 @@ CUDA_PREFIXES = ("cudaOccupancy", "cudaEvent")
 FORBIDDEN_INSIDE = re.compile(r"HostNode|HostFunc|Callback|EntryPoint|ExportTable|Ipc|Managed|Persisting|UserObject|"
                               r"GraphAddNode|Graph(Exec)?NodeSetParams|NodeSetAttribute|NodeCopyAttributes|"
                               r"Stream(Set|Copy)Attribute|AccessPolicy|Graphics|DebugDotPrint")
+# load-time code the toolchain writes: crtstuff's, nvcc's registration, and GCC's static initialisation of a file's
+# global objects (`_GLOBAL__sub_I_<file>`: constructors of namespace-scope objects, their destructors registered with
+# __cxa_atexit) — since issue 49, by decision: a library loads after the seal, under the confinement and the evidence a
+# call has, and what a static initialiser does the first call could do as well, so the rule only cost honest kernels
+# (a grow-only `static std::vector` scratch buffer). Not the prioritised form (`_GLOBAL__sub_I.00101_...`:
+# init_priority), nor an entry of any other name (a constructor attribute, a pointer placed in .init_array), which the
+# static rules reject too (`constructor`, `reserved-name`).
 INIT_OK = re.compile(r"^(frame_dummy|__do_global_dtors_aux|_ZL\d+__sti____cudaRegisterAllv|"
-                     r"__sti____cudaRegisterAll\w*)$")
+                     r"__sti____cudaRegisterAll\w*|_GLOBAL__sub_I_(?!\d{5}_)[\w.$-]+)$")
 INIT_SECTIONS = (".init_array", ".fini_array", ".ctors", ".dtors", ".preinit_array")
 SYSCALL_INSN = re.compile(r"\t(syscall|sysenter)\b|\tint\s+\$0x80\b")
 
@@ -132,9 +140,9 @@ def check(lib: str, target: str) -> str | None:
                 "its library (`judge.static.reach`) — call it instead")
     extra = [e for e in init_entries(lib) if not INIT_OK.match(e)]
     if extra:
-        return ("symbol: the library runs code at load or unload time (" + ", ".join(extra[:4]) + "): global "
-                "objects with constructors or destructors and constructor attributes are not allowed — use "
-                "function-local statics or plain arrays")
+        return ("symbol: the library runs code at load or unload time (" + ", ".join(extra[:4]) + "): constructor "
+                "attributes, prioritised initialisers and pointers placed in init sections are not allowed (global "
+                "objects with constructors are)")
     insn = raw_syscalls(lib)
     if insn:
         return f"symbol: the library contains a raw `{insn}` instruction (a system call the rules cannot see)"
