@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Union
 
 from kevolve.judge.protocol_replies import (  # noqa: F401 (re-exported: `protocol.Started`, ...)
     Reply, Failed, Done, Started, Configs, Probe, Prepared, Sealed, Checked, Warmed, TimedRound, TrivialTimes,
-    Uploaded)
+    Uploaded, Described)
 
 
 class ProtocolError(ValueError):
@@ -187,13 +187,32 @@ class TimeEnd(Command):
 
 
 @dataclass(frozen=True)
+class Describe(Command):
+    """Capture one call of the loaded kernel on configuration `config`, inputs `variant`, and describe its graph
+    (`judge.replay.describe`): sent to the kernel's worker, for a replay where its host code never runs."""
+    name: ClassVar[str] = "describe"
+    reply: ClassVar[type[Reply]] = Described
+    config: int
+    variant: int
+
+
+@dataclass(frozen=True)
+class LoadDevice(Command):
+    """Load the named library's device code alone and replay `description` as the kernel (`judge.replay.device`):
+    sent to a worker that never loads the library's host code; none of the candidate's host code runs."""
+    name: ClassVar[str] = "load_device"
+    description: dict
+
+
+@dataclass(frozen=True)
 class Exit(Command):
     name: ClassVar[str] = "exit"
 
 
 COMMANDS: dict[str, type[Command]] = {c.name: c for c in (Init, SetConfigs, IpcProbe, SetExchange, Prepare, Seal,
                                                            Load, LoadOther, Check, Release, Trivial, TimeSetup,
-                                                           TimeRound, TimeUpload, TimeEnd, Exit)}
+                                                           TimeRound, TimeUpload, TimeEnd, Describe, LoadDevice,
+                                                           Exit)}
 
 
 # ---------------------------------------------------------------------- the wire

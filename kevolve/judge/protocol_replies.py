@@ -109,3 +109,10 @@ class TrivialTimes(Reply):
 @dataclass(frozen=True)
 class Uploaded(Reply):
     worker_s: dict
+
+
+@dataclass(frozen=True)
+class Described(Reply):
+    """`Describe`'s reply: one captured call of the kernel, node by node (`judge.replay.nodes.to_wire`; the worker's
+    word: `nodes.from_wire` reads it, `nodes.unreplayable` judges it)."""
+    description: dict

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kevolve.judge import build as builder
 from kevolve.judge import exchange, protocol
-from kevolve.judge.evaluator import gpu_lock, impossible, measure, startup, torch_baselines
+from kevolve.judge.evaluator import gpu_lock, impossible, measure, replayed, startup, torch_baselines
 from kevolve.judge.evaluator.baseline_worker import BaselineWorker
 from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.evaluator.judgement import Judgement
@@ -198,7 +198,8 @@ def _judge(j: Judgement) -> Evaluation:
         if failure:
             return verdict("load", f"harness: {failure}")
         limits = impossible.measure(worker, info, options.target) if options.time_kernel else impossible.Limits()
-        failure = measure.clean_probes(j, checker, plan) if options.time_kernel else None
+        failure = measure.clean_probes(j, checker, plan) if options.time_kernel and not replayed.wanted(options) \
+            else None                      # (a replayed kernel is timed in a worker its host code never reached)
         if failure:
             return verdict("load", f"harness: {failure}")
         failure = startup.seal_and_load(worker, options, clock)

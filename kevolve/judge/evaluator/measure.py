@@ -9,8 +9,11 @@ and its time alone there (where this judgement measured one). Called by the harn
 """
 from __future__ import annotations
 
-from kevolve.judge.evaluator import canary, impossible, noise, timed
-from kevolve.judge.evaluator.baseline_worker import HarnessFailed
+import dataclasses
+from contextlib import nullcontext
+
+from kevolve.judge.evaluator import canary, impossible, noise, replayed, timed
+from kevolve.judge.evaluator.baseline_worker import HarnessFailed, frozen, quiet_bound
 from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.evaluator.judgement import Judgement
 from kevolve.judge.evaluator.paced import Paced
@@ -35,6 +38,17 @@ def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, ch
     trivial call, the memory floor at peak) is a rejection on every configuration. Returns the measurements,
     the configuration that failed (a wrong timed call, an impossible time), whether baseline times were reused,
     and the speedup's 95% bootstrap interval."""
+    replay = replayed.Replay(j, checker) if replayed.wanted(j.options) else None
+    try:
+        return _time_all(j, measurements, bandwidth, checker, plan, limits, replay)
+    finally:
+        if replay is not None:
+            replay.close()
+
+
+def _time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, checker: Checker,
+              plan: dict[int, dict], limits: impossible.Limits, replay
+              ) -> tuple[list[Measurement], Measurement | None, bool, tuple | None]:
     task, configs, options, worker, clock = j.task, j.configs, j.options, j.worker, j.clock
     out, reused, pairs = [], False, []
     for i, (cfg, m) in enumerate(bar(list(zip(configs, measurements)), "timing")):
@@ -46,15 +60,22 @@ def time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, ch
         clean = plan[i].get("clean")
         slowest = _slowest(plan[i])
         floor_ms = task.floor(cfg.size_dict) / (bandwidth * 1e9) * 1e3 if bandwidth else None
+        why = replay.prepare(i, cfg) if replay is not None else None    # on CUDA, its device code alone
+        if why:
+            return out, _failed(m, why, 0), reused, None
+        timer, checks = (replay.worker, replay.checker) if replay is not None else (worker, checker)
         for attempt in (1, 2):                        # near the floor, or an outside-clock near miss: once more
-            pace = Paced(j.baseline, worker, checker, cfg, i, options, wanted, slowest) if wanted else None
+            pace = Paced(j.baseline, timer, checks, cfg, i, options, wanted, slowest) if wanted else None
             try:
-                with clock("time"):
-                    t = timed.time_config(worker, checker, cfg, i, options, (), baseline_ms=slowest,
+                with clock("time"), (frozen(worker) if replay is not None else nullcontext()) as stopped:
+                    t = timed.time_config(timer, checks, cfg, i, options, (), baseline_ms=slowest,
                                           canary=canary.plan(options.target, slowest, limits.cycle_ms),
-                                          clean=plan[i].get("probe", ()), pace=pace)
+                                          clean=plan[i].get("probe", ()) if replay is None else (), pace=pace)
+                    quiet = quiet_bound(stopped(), cfg.id) if stopped is not None else None
             except HarnessFailed as e:                # the baseline worker's failure: never the kernel's
                 return out, _failed(m, f"harness: {e}", 0), reused, None
+            if quiet and not t.failure:
+                t = dataclasses.replace(t, failure=quiet)
             if t.failure and attempt == 1 and noisy_bound(t.failure):
                 continue
             if t.failure:

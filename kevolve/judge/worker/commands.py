@@ -351,6 +351,23 @@ class Worker:
         khz, bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)
         return 2 * khz * 1e3 * bits / 8 / 1e9 if khz and bits else None
 
+    # ------------------------------------------------------------------ a CUDA kernel replayed apart from its host code
+    def describe(self, config: int, variant: int) -> dict:
+        """One captured call of the loaded kernel, described (`judge.replay.describe`)."""
+        from kevolve.judge.replay.describe import describe
+        return {"description": describe(self, config, variant)}
+
+    def load_device(self, description: dict) -> dict:
+        """The library named at `init` replayed from its device code alone, as this worker's kernel
+        (`judge.replay.device`); its host code is never loaded here."""
+        from kevolve.judge.replay import device, nodes
+        if self.kernel is not None and not isinstance(self.kernel, device.ReplayedKernel):
+            raise RuntimeError("load_device: this worker has loaded the library's host code")
+        if self.kernel is not None:
+            self.kernel.close()
+        self.kernel = device.ReplayedKernel(self.lib, nodes.from_wire(description))
+        return {}
+
     # ------------------------------------------------------------------ the trivial call
     def trivial(self, n: int) -> dict:
         """ms per call of a function that does nothing, timed as a kernel's calls are (`judge.worker.trivial`);
