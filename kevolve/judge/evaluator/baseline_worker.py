@@ -85,7 +85,7 @@ class BaselineWorker:
         except WorkerDied as e:
             self.close()
             raise HarnessFailed(f"the baseline worker died starting: {e.kind}: {e.detail}") from None
-        if (info.confinement or {}).get("landlock"):
+        if (info.confinement or {}).get("landlock") and baseline_cache.enabled(options.cache_dir):
             baseline_cache.seed(self.worker.tmp, options.cache_dir)   # torch.compile's graphs as the node has them
         self.info = info
         return info

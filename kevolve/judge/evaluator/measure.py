@@ -148,7 +148,7 @@ def noisy_bound(failure: str) -> bool:
     times forges them again); the sum bound, a law for any honest worker on any machine, and every check of
     outputs are never retried."""
     return failure.startswith(("outside clock, under bound", "outside clock, over bound",
-                               "outside clock, side-work bound", "canary:"))
+                               "outside clock, side-work bound", "outside clock, quiet bound", "canary:"))
 
 
 def _failed(m: Measurement, why: str, checked: int) -> Measurement:
