@@ -56,3 +56,13 @@ def test_the_shift_of_like_samples_is_the_addition():
     canaried = [0.1 + CANARY.expect_ms + rng.random() * 0.01 for _ in range(12)]
     assert abs(canary.shift(canaried, plain) - CANARY.expect_ms) < 0.005
     assert canary.shift([], plain) == 0.0
+
+
+def test_the_canary_is_at_least_as_long_as_the_kernels_own_call():
+    """A kernel ten times slower than torch got a canary a tenth of its calls, under their noise on a loaded host
+    (issue 49's quick start: an honest 970 us call, a 100 us canary read 28.6 us): the kernel's own fastest correctness
+    call lengthens it; its worker's word can only lengthen it, never shorten it below the baselines'."""
+    assert canary.length(0.1, 0.97) == 0.97
+    assert canary.length(0.1, 0.001) == 0.1                  # a kernel that says it is fast: the baselines' length
+    assert canary.length(None, 0.5) == 0.5 and canary.length(None, None) is None
+    assert canary.plan("cpu", canary.length(0.1, 0.97)).expect_ms == 0.97

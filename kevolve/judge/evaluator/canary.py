@@ -53,6 +53,15 @@ class Canary:
     expect_ms: float
 
 
+def length(baseline_ms: float | None, kernel_ms: float | None) -> float | None:
+    """What the canary's length is planned from: the slowest baseline's call, or the kernel's own fastest correctness
+    call where that is longer (issue 49: on a loaded host a kernel ten times slower than torch had a canary a tenth of
+    its calls, under their noise: an honest one was rejected). The kernel's time is its worker's word, which can only
+    make the canary longer than the baselines' — never shorter, so a forger gains nothing by lying about it."""
+    known = [v for v in (baseline_ms, kernel_ms) if v is not None and v > 0]
+    return max(known) if known else None
+
+
 def plan(target: str, baseline_ms: float | None, cycle_ms: float | None = None) -> Canary | None:
     """The canary for a configuration whose slowest baseline takes `baseline_ms` per call; None on CUDA without a
     measured cycle (`cycle_ms`: then no canary rounds are run)."""

@@ -64,12 +64,13 @@ def _time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, c
         if why:
             return out, _failed(m, why, 0), reused, None
         timer, checks = (replay.worker, replay.checker) if replay is not None else (worker, checker)
+        spin_ms = canary.length(slowest, checker.call_ms.get(cfg.id))    # the canary: at least the kernel's own call
         for attempt in (1, 2):                        # near the floor, or an outside-clock near miss: once more
             pace = Paced(j.baseline, timer, checks, cfg, i, options, wanted, slowest) if wanted else None
             try:
                 with clock("time"), (frozen(worker) if replay is not None else nullcontext()) as stopped:
                     t = timed.time_config(timer, checks, cfg, i, options, (), baseline_ms=slowest,
-                                          canary=canary.plan(options.target, slowest, limits.cycle_ms),
+                                          canary=canary.plan(options.target, spin_ms, limits.cycle_ms),
                                           clean=plan[i].get("probe", ()) if replay is None else (), pace=pace)
                     quiet = quiet_bound(stopped(), cfg.id) if stopped is not None else None
             except HarnessFailed as e:                # the baseline worker's failure: never the kernel's
