@@ -93,13 +93,15 @@ def _time_all(j: Judgement, measurements: list[Measurement], bandwidth: float, c
         why = impossible.verdict(limits, task, cfg.size_dict, kernel_ms)
         if why:
             return out, _failed(m, why, t.checked_calls), reused, None
-        if known is None:                             # the clean worker's, beside the kernel's rounds
+        if known is not None:
+            base = known
+        elif pace is None:                            # no baseline asked for (`Options.baselines` empty)
+            base = Baselines({}, {}, {}, dict(notes))
+        else:                                         # the clean worker's, beside the kernel's rounds
             timed_b = pace.baselines()
             base = Baselines(timed_b.samples, timed_b.latency, timed_b.clock, {**notes, **timed_b.notes}).faster(clean)
             if j.reuse is not None and j.reuse.baselines is not None:
                 j.reuse.baselines.put(cfg.id, base)
-        else:
-            base = known
         mine = Measurement(**{**m.__dict__, "kernel": Stats.of(t.samples["kernel"]), "floor_ms": floor_ms,
                               "checked_calls": t.checked_calls, "canary_calls": t.canary_calls})
         out.append(base.apply(mine, t))
