@@ -1,6 +1,8 @@
 """The canary's margins on honest kernels (`judge.evaluator.canary`): for each kernel, every timed configuration's
 known addition, the difference its canary rounds were reported with, and the ratio (an honest clock gives about 1;
-under `canary.REJECT` is a rejection). Also the limits measured before the kernel loaded (`impossible.Limits`).
+under `canary.REJECT` is a rejection) — by the verdict's statistic (`canary.shift`, the median of pairwise
+differences) and, beside it, by the difference of medians used before issue 49. Also the limits measured before the
+kernel loaded (`impossible.Limits`).
 
     python experiments/canary_margins.py --target cpu layernorm_fwd:tasks/layernorm_fwd/seeds/cpu.cpp ...
     python experiments/canary_margins.py --target cuda layernorm_fwd:tasks/layernorm_fwd/best/cuda.cu
@@ -29,8 +31,9 @@ def main() -> None:
     verdict, measure = canary.verdict, impossible.measure
 
     def spy_verdict(plain, canaried, c, who):
-        seen_rows.append((c.expect_ms, median(canaried) - median(plain) if plain and canaried else None,
-                          median(plain) if plain else None))
+        seen_rows.append((c.expect_ms, canary.shift(canaried, plain) if plain and canaried else None,
+                          median(plain) if plain else None,
+                          median(canaried) - median(plain) if plain and canaried else None))
         return verdict(plain, canaried, c, who)
 
     def spy_measure(*a, **k):
@@ -50,15 +53,20 @@ def main() -> None:
         if lim:
             print(f"  limits: trivial {lim.trivial_ms and lim.trivial_ms * 1e3:.3f} us, peak {lim.peak_gbs} GB/s "
                   f"({lim.peak_from}), cycle {lim.cycle_ms} ms")
-        for expect, seen, plain in seen_rows:
+        for expect, seen, plain, medians in seen_rows:
             ratio = seen / expect if seen is not None else None
+            old = medians / expect if medians is not None else None
             print(f"  canary {expect * 1e3:9.2f} us  seen {seen * 1e3 if seen is not None else float('nan'):9.2f} us"
-                  f"  ratio {ratio if ratio is not None else float('nan'):.3f}  plain {plain * 1e3:9.2f} us")
-            rows.append((spec, ratio))
-    ratios = [r for _, r in rows if r is not None]
-    if ratios:
-        print(f"canary ratios over {len(ratios)} configurations: min {min(ratios):.3f} median {median(ratios):.3f} "
-              f"max {max(ratios):.3f} (reject under {canary.REJECT}, time again under {canary.NEAR})")
+                  f"  ratio {ratio if ratio is not None else float('nan'):.3f}  (medians' difference "
+                  f"{old if old is not None else float('nan'):.3f})  plain {plain * 1e3:9.2f} us")
+            rows.append((spec, ratio, old))
+    for k, name in ((1, "shift"), (2, "medians' difference")):
+        ratios = [r[k] for r in rows if r[k] is not None]
+        if ratios:
+            low, near = sum(r < canary.REJECT for r in ratios), sum(r < canary.NEAR for r in ratios)
+            print(f"canary ratios by {name} over {len(ratios)} configurations: min {min(ratios):.3f} median "
+                  f"{median(ratios):.3f} max {max(ratios):.3f}, under {canary.REJECT}: {low}, under {canary.NEAR}: "
+                  f"{near}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Issue 37's tally of forged times: each hostile kernel of `tests/adversarial/test_impossible.py` and
 `test_side_work.py` (built by `reach_python.py`; and slows_torch.cpp), the ÷5 forger that spares the canary (which
-no test has: the judge accepts it), and each honest twin, judged as those tests judge them; one line each: accepted or rejected, and why. With `cuda` (on a GPU): the same walk from a CUDA kernel's
-host code forging its graph's times (÷1000 sparing the canary, ÷5 in every round, ÷5 sparing the canary), the
-honest seed, and the layernorm_fwd best kernel on its task. The hostile sources come from ATTACKS (a checkout's
-tests/adversarial, default this one), the judge from the checkout on PYTHONPATH, so an older judge can be tried
-against today's attacks:
+no test has: the judge accepts it), and each honest twin, judged as those tests judge them; since issue 49 also the
+helper thread started by `GOMP_parallel_start` and the honest kernels that change their process's thread count and
+FPU modes (judged with both baselines). One line each: accepted or rejected, and why. With `cuda` (on a GPU): the
+same walk from a CUDA kernel's host code forging its graph's times (÷1000 sparing the canary, ÷5 in every round, ÷5
+sparing the canary), the honest seed, and the layernorm_fwd best kernel on its task. The hostile sources come from
+ATTACKS (a checkout's tests/adversarial, default this one), the judge from the checkout on PYTHONPATH, so an older
+judge can be tried against today's attacks:
 
     PYTHONPATH=$PWD python experiments/tally_forgeries.py [cuda]
     PYTHONPATH=/path/to/older/checkout ATTACKS=$PWD/tests/adversarial python experiments/tally_forgeries.py [cuda]
@@ -49,15 +51,22 @@ def cpu_cases() -> list:
     small = dict(target="cpu", shapes="small", baselines=("eager",), reps=5, timeout=60)   # as the tests judge
     on_tiny, on_heavy = Options(**small, budget_s=0.05), Options(**small, budget_s=5.0)
     canaried = Options(**{**small, "reps": 20}, budget_s=0.05)                            # enough calls to mark
+    both = Options(**{**small, "baselines": ("eager", "compile")}, budget_s=0.05)         # torch.compile's too
+    kernels = HERE.parent / "kernels" / "cpu"
     return [("forger /1000, spares the canary", True, tiny, forger(1000.0, True), on_tiny),
             ("scaler /5, every call", True, tiny, forger(5.0, False), canaried),
             ("forger /5, spares the canary", True, tiny, forger(5.0, True), canaried),
             ("poisoner: answer computed while poisoned", True, heavy, with_python(POISON), on_heavy),
             ("slows torch in its worker (gains nothing?)", True, tiny, (HERE / "cpu" / "slows_torch.cpp").read_text(),
              on_tiny),
+            ("helper thread by GOMP_parallel_start (issue 49)", True, tiny, (HERE / "cpu" / "gomp_helper.cpp")
+             .read_text(), on_tiny),
             ("honest tiny seed", False, tiny, (tasks / "layernorm_tiny" / "seeds" / "cpu.cpp").read_text(), on_tiny),
             ("honest heavy seed", False, heavy, (tasks / "layernorm_heavy" / "seeds" / "cpu.cpp").read_text(),
-             on_heavy)]
+             on_heavy)] + [
+            (f"honest {name} (issue 49)", False, tiny, (kernels / f"{name}.cpp").read_text(), both)
+            for name in ("good_threads_small", "good_rounding_upward", "good_ftz_daz", "good_rows_split",
+                         "good_static_scratch") if (kernels / f"{name}.cpp").exists()]
 
 
 def cuda_cases() -> list:

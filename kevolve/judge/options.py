@@ -7,6 +7,7 @@ environment here, and only here: `resolved(options)` where a judgement starts (`
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,6 +43,8 @@ class Options:
                                    # (judge/evaluator/drawn.py) | off: the shape set's alone (tools that time only)
     cpu_flush: str = "lines"       # how a timed CPU call is made cold (judge/worker/timing.py CpuClock): lines (its own
                                    # buffers evicted, cost ∝ their bytes) | llc (2 × the LLC rewritten, the old way)
+    replay: bool = False           # cuda, C ABI: time the kernel's device code in a worker that never ran its host
+                                   # code (judge/evaluator/replayed.py; issue 49). KEVOLVE_CUDA_REPLAY=1 turns it on
 
 
 
@@ -67,7 +70,10 @@ def baseline_cache_bytes() -> int:
 
 
 def resolved(options: Options) -> Options:
-    """`options` with this node's settings read in: its cache folder (`node_cache`) and the exchange
-    (KEVOLVE_EXCHANGE overrides `exchange`). Idempotent; what every step of a judgement below is given."""
+    """`options` with this node's settings read in: its cache folder (`node_cache`), the exchange
+    (KEVOLVE_EXCHANGE overrides `exchange`) and the CUDA replay (KEVOLVE_CUDA_REPLAY=1|0 overrides `replay`).
+    Idempotent; what every step of a judgement below is given."""
+    replay = os.environ.get("KEVOLVE_CUDA_REPLAY", "").strip()     # read here, as the node's other settings are
     return replace(options, cache_dir=str(node_cache(options.cache_dir)),
-                   exchange=env.exchange() or options.exchange)
+                   exchange=env.exchange() or options.exchange,
+                   replay=options.replay if not replay else replay not in ("0", "false", "off"))

@@ -1,5 +1,6 @@
-"""The typed commands between the evaluator and its worker, and their replies: one frozen dataclass each, one
-encoding (JSON lines), shared by both sides of the pipe (`judge.evaluator.process`, `judge.worker.serve`).
+"""The typed commands between the evaluator and its worker, and their replies (`judge.protocol_replies`, re-exported
+here): one frozen dataclass each, one encoding (JSON lines), shared by both sides of the pipe
+(`judge.evaluator.process`, `judge.worker.serve`).
 
 A command is written as one JSON object, `{"cmd": <name>, "nonce": <hex>, <fields>...}`; a reply as one JSON
 object carrying the same nonce, or `{"error": ..., "traceback": ...}` with it where the command raised.
@@ -22,6 +23,10 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
+from kevolve.judge.protocol_replies import (  # noqa: F401 (re-exported: `protocol.Started`, ...)
+    Reply, Failed, Done, Started, Configs, Probe, Prepared, Sealed, Checked, Warmed, TimedRound, TrivialTimes,
+    Uploaded, Described)
+
 
 class ProtocolError(ValueError):
     """A line that is not the reply (or command) the protocol allows here; `nonce`, where the line had one."""
@@ -39,111 +44,6 @@ class WorkerDied(Exception):
     def __init__(self, kind: str, detail: str):
         super().__init__(f"{kind}: {detail}")
         self.kind, self.detail = kind, detail
-
-
-# ---------------------------------------------------------------------- replies
-@dataclass(frozen=True)
-class Reply:
-    """What the worker answers to a command."""
-
-
-@dataclass(frozen=True)
-class Failed(Reply):
-    """The command raised in the worker (a load error, a CUDA error, a kernel's failure)."""
-    error: str
-    traceback: str = ""
-
-
-@dataclass(frozen=True)
-class Done(Reply):
-    """The command did what it says, and has nothing to tell."""
-
-
-@dataclass(frozen=True)
-class Started(Reply):
-    """`Init`'s reply: the device, its copy bandwidth, its UUID (CUDA) and what the confinement holds; `peak_gbs`:
-    the device memory's peak bandwidth from its properties (CUDA; None where they do not say)."""
-    device: str
-    bandwidth_gbs: float
-    uuid: str | None = None
-    confinement: dict | None = None
-    peak_gbs: float | None = None
-
-
-@dataclass(frozen=True)
-class Configs(Reply):
-    n: int
-
-
-@dataclass(frozen=True)
-class Probe(Reply):
-    """An IPC description of a known tensor (`exchange.describe`), for the evaluator to open."""
-    probe: dict
-
-
-@dataclass(frozen=True)
-class Prepared(Reply):
-    notes: dict
-
-
-@dataclass(frozen=True)
-class Sealed(Reply):
-    """What holds after the seal (`confine.seal`), or None and why it is missing."""
-    seal: str | None = None
-    missing: str | None = None
-
-
-@dataclass(frozen=True)
-class Checked(Reply):
-    """One correctness call: the kernel's status, the inputs' fingerprints before it, handles to the inputs and
-    outputs after it, the buffers whose guards changed, the layout and the inputs' addresses."""
-    rc: int
-    before: dict
-    input_handles: dict
-    outputs: dict
-    seconds: float
-    overruns: list
-    layout: str
-    pointers: dict
-
-
-@dataclass(frozen=True)
-class Warmed(Reply):
-    """`TimeSetup`'s reply: the warm-up's outputs to check and the session's fixed plan."""
-    outputs: list
-    input_handles: list
-    overruns: dict
-    rounds: int
-    calls: int
-    inputs: int
-    warm: int
-    clock: dict
-    notes: dict
-    worker_s: dict
-
-
-@dataclass(frozen=True)
-class TimedRound(Reply):
-    """One timing round: every checked call's outputs, the inputs, the reported times and the work done."""
-    outputs: list
-    input_handles: list
-    overruns: dict
-    times: dict
-    worker_s: dict
-    work: dict
-
-
-@dataclass(frozen=True)
-class TrivialTimes(Reply):
-    """`Trivial`'s reply: ms per call of a no-op timed as a kernel's calls are (`Worker.trivial`), and on CUDA the
-    ms one cycle of `torch.cuda._sleep` adds to such a call (`cycle_ms`, the canary's unit)."""
-    samples: list
-    cycle_ms: float | None = None
-
-
-@dataclass(frozen=True)
-class Uploaded(Reply):
-    worker_s: dict
 
 
 # ---------------------------------------------------------------------- commands
@@ -290,13 +190,32 @@ class TimeEnd(Command):
 
 
 @dataclass(frozen=True)
+class Describe(Command):
+    """Capture one call of the loaded kernel on configuration `config`, inputs `variant`, and describe its graph
+    (`judge.replay.describe`): sent to the kernel's worker, for a replay where its host code never runs."""
+    name: ClassVar[str] = "describe"
+    reply: ClassVar[type[Reply]] = Described
+    config: int
+    variant: int
+
+
+@dataclass(frozen=True)
+class LoadDevice(Command):
+    """Load the named library's device code alone and replay `description` as the kernel (`judge.replay.device`):
+    sent to a worker that never loads the library's host code; none of the candidate's host code runs."""
+    name: ClassVar[str] = "load_device"
+    description: dict
+
+
+@dataclass(frozen=True)
 class Exit(Command):
     name: ClassVar[str] = "exit"
 
 
 COMMANDS: dict[str, type[Command]] = {c.name: c for c in (Init, SetConfigs, IpcProbe, SetExchange, Prepare, Seal,
                                                            Load, LoadOther, Check, Release, Trivial, TimeSetup,
-                                                           TimeRound, TimeUpload, TimeEnd, Exit)}
+                                                           TimeRound, TimeUpload, TimeEnd, Describe, LoadDevice,
+                                                           Exit)}
 
 
 # ---------------------------------------------------------------------- the wire

@@ -73,8 +73,10 @@ CASES = [
      "symbol-alias", r"`system` \(process"),
     ("gnu-constructor", hostile("[[gnu::constructor]] static void boot() { volatile int k = 1; (void)k; }"),
      "constructor", r"runs code at load"),
+    # by decision (issue 49): a global object's static initialiser runs at load, after the seal, under the confinement
+    # a call has — neither layer refuses it (docs/guarantees.md)
     ("plain-global-constructor", hostile("struct Boot { Boot() { volatile int k = 1; (void)k; } } boot;"),
-     None, r"runs code at load or unload time \(_GLOBAL__sub_I"),
+     None, None),
     ("timer-thread", hostile("#include <csignal>\n#include <ctime>", before="sigevent se = {}; timer_t t; "
                                                                             "timer_create(CLOCK_MONOTONIC, &se, &t);"),
      "thread", r"`timer_create` \(thread"),

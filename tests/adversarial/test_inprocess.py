@@ -1,10 +1,10 @@
 """An attacker inside the worker: a kernel that reaches CPython by pointer arithmetic (no forbidden identifier,
 no forbidden import, so neither static layer can see it) and rewrites torch in its own process.
 
-What must hold however the worker's Python is rewritten: the baselines a speedup is measured against are the
-ones timed before the kernel loaded (`torch_baselines.time_alone`), so a kernel that slows torch beside its own
-calls gains nothing, and the evaluator's reused baselines — what the next candidates are compared with — come
-from those clean times only.
+What must hold however the worker's Python is rewritten: the baselines a speedup is measured against are timed in
+the evaluator's clean baseline worker (`judge.evaluator.baseline_worker`, issue 49), which never loads candidate
+code, so a kernel that slows torch in its own process slows nothing that is timed, and the evaluator's reused
+baselines — what the next candidates are compared with — are that worker's.
 """
 from __future__ import annotations
 

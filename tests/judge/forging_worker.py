@@ -66,8 +66,8 @@ def main() -> None:
         def run_round(self, variants, hollow=(), canary=()):
             reply = super().run_round(variants, hollow, canary)
             spare = frozenset(canary) if spec.get("spare") == "canary" else frozenset()
-            if self.checked:                  # a kernel's session: the baselines timed before any kernel loaded
-                forge(reply["times"], spec, spare)   # (`torch_baselines.time_alone`) ran no code a kernel could reach
+            if self.checked:                  # a kernel's session (torch's are the clean baseline worker's since
+                forge(reply["times"], spec, spare)   # issue 49, and that worker is never this one)
             return reply
     session.Session = ForgingSession          # worker.time_setup imports it from there, at call time
     plan = {k: int(v) for k, v in spec.items() if k in ("rounds", "calls")}

@@ -24,12 +24,15 @@ LIBC = (HERE / "adversarial" / "cpu" / "_libc.h").read_text()   # any libc funct
 
 def planting(source: str) -> str:
     """The tiny task's seed, which also writes a file into its worker's private Inductor cache on its first call
-    (the worker's working directory is its private tmp; Landlock lets it write there): if that ever reached the
-    master, a later worker would load it as a compiled baseline."""
+    (the worker's working directory is its private tmp; Landlock lets it write there; since issue 49 the kernel's
+    worker compiles nothing and holds no copy of the cache, so it makes the directory itself): if that ever reached
+    the master, a later worker would load it as a compiled baseline."""
     marker = "extern \"C\" int forward("
     head, tail = source.split(marker, 1)
     body_start = tail.index("{") + 1
     plant = ('\n    if (!planted) { planted = 1;'
+             ' ((int (*)(const char*, unsigned))libc_fn("mkdir"))("inductor", 0700);'
+             ' ((int (*)(const char*, unsigned))libc_fn("mkdir"))("inductor/fxgraph", 0700);'
              ' void* f = ((void* (*)(const char*, const char*))libc_fn("fopen"))("inductor/fxgraph/planted", "w");'
              ' if (f) { ((int (*)(const char*, void*))libc_fn("fputs"))("import os\\n", f);'
              ' ((int (*)(void*))libc_fn("fclose"))(f); } printf("PLANTED=%d\\n", f != nullptr); fflush(stdout); }\n')

@@ -16,7 +16,8 @@ def test_every_command_round_trips():
                 protocol.Prepare(0, ("eager",)), protocol.Seal(None), protocol.Load(), protocol.LoadOther("b", None),
                 protocol.Check(1, 2, True), protocol.Release(), protocol.Trivial(200),
                 protocol.TimeSetup(0, ("eager",), 7, 10, 100),
-                protocol.TimeRound((1, 2), ("kernel",)), protocol.TimeUpload(), protocol.TimeEnd(), protocol.Exit()]
+                protocol.TimeRound((1, 2), ("kernel",)), protocol.TimeUpload(), protocol.TimeEnd(),
+                protocol.Describe(0, 3), protocol.LoadDevice({"nodes": [], "buffers": []}), protocol.Exit()]
     assert {type(c) for c in commands} == set(protocol.COMMANDS.values())
     for c in commands:
         assert protocol.decode_command(protocol.encode(c, "n")) == (c, "n")

@@ -15,7 +15,8 @@ and just after it, an addition of known length: on the CPU a spin of
 stream (in its own graph), whose length per cycle the evaluator had measured in the same kind of graph before the
 kernel loaded, in a worker no candidate code had run in (`Worker.trivial` → `impossible.Limits.cycle_ms`). An honest
 clock reports canary calls about `expect_ms` slower than plain ones; a clock scaled by 1/k reports them `expect_ms`/k
-slower. A difference of the medians under `REJECT` × `expect_ms` is a rejection that names it; under `NEAR` ×, the
+slower. Their difference (`shift`: the median of every pairwise difference) under `REJECT` × `expect_ms` is a
+rejection that names it; under `NEAR` ×, the
 configuration is timed again (`measure.noisy_bound`). Canary calls are verified like every call, and never counted in
 the kernel's samples; extra canary rounds are not counted by the outside clock's bounds, and in a counted round the
 canary's known time is part of the kernel's share (`timed.time_config`).
@@ -50,6 +51,15 @@ class Canary:
     the CPU, sleep cycles on CUDA: `protocol.TimeSetup.canary`), `expect_ms` what that adds to a call's time."""
     send: float
     expect_ms: float
+
+
+def length(baseline_ms: float | None, kernel_ms: float | None) -> float | None:
+    """What the canary's length is planned from: the slowest baseline's call, or the kernel's own fastest correctness
+    call where that is longer (issue 49: on a loaded host a kernel ten times slower than torch had a canary a tenth of
+    its calls, under their noise: an honest one was rejected). The kernel's time is its worker's word, which can only
+    make the canary longer than the baselines' — never shorter, so a forger gains nothing by lying about it."""
+    known = [v for v in (baseline_ms, kernel_ms) if v is not None and v > 0]
+    return max(known) if known else None
 
 
 def plan(target: str, baseline_ms: float | None, cycle_ms: float | None = None) -> Canary | None:
@@ -87,14 +97,27 @@ def positions(rounds: int, calls: int, cuda: bool) -> tuple[int, dict[int, tuple
     return total, {r: tuple(range(calls)) for r in chosen}, chosen
 
 
+def shift(canaried: list[float], plain: list[float]) -> float:
+    """How much slower the canary calls were reported than the plain ones: the Hodges–Lehmann estimate, the median of
+    every (canary − plain) difference. A difference of medians, used before issue 49, flips on a loaded host: when a
+    kernel's calls are either clean or a time slice longer (an OpenMP team with one thread descheduled) in about equal
+    shares, each set's median falls on either side of the gap at random, and an honest kernel's canary read under half
+    its addition (rejected in 1 of 3 judgements on a busy 2-core host). The pairwise median rests on the pairs of like
+    calls, which are at least half of all pairs whatever the share of slow ones. It measures a clock scaled by 1/k as
+    well as the medians did: every difference shrinks by k, and so does their median."""
+    diffs = sorted(c - p for c in canaried for p in plain)
+    n = len(diffs)
+    return (diffs[(n - 1) // 2] + diffs[n // 2]) / 2 if n else 0.0
+
+
 def verdict(plain: list[float], canaried: list[float], canary: Canary, who: str) -> tuple[str | None, str | None]:
-    """(failure, near) for one checked kernel: its per-call ms in plain and in canary rounds."""
+    """(failure, near) for one checked kernel: its per-call ms in plain and in canary rounds (`shift`)."""
     if not plain or not canaried:
         return None, None
-    seen = median(canaried) - median(plain)
+    seen = shift(canaried, plain)
     said = (f"canary: {who}'s calls with {canary.expect_ms * 1e3:.1f} us of known work added inside their timed "
-            f"interval were reported {seen * 1e3:.1f} us slower than its plain calls ({median(canaried) * 1e3:.1f} "
-            f"against {median(plain) * 1e3:.1f} us)")
+            f"interval were reported {seen * 1e3:.1f} us slower than its plain calls (medians "
+            f"{median(canaried) * 1e3:.1f} against {median(plain) * 1e3:.1f} us)")
     if seen < REJECT * canary.expect_ms:
         return said + " — the clock it was timed with reports a fraction of what passed: times scaled in the worker", \
             None

@@ -45,6 +45,7 @@ class Checker:
         # the compiled reference and comparison (`judge.evaluator.fused`), or None: eager
         self.fused = fused
         self.timed_used: collections.Counter = collections.Counter()   # pool variants this judgement used, per cfg
+        self.call_ms: dict[str, float] = {}   # per cfg: the kernel's fastest correctness call, as its worker said
 
     def _inputs(self, variant: int) -> str:
         """How a verdict names a correctness call's inputs: their variant and the salt (`KEVOLVE_INPUT_SALT=<salt>`
@@ -164,6 +165,7 @@ class Checker:
             if reply.before != mine:
                 raise RuntimeError(f"harness error: the worker drew different inputs for {cfg.id} "
                                    "(nondeterministic generator?) — please report this")
+            self.call_ms[cfg.id] = min(self.call_ms.get(cfg.id, float("inf")), max(0.0, float(reply.seconds)) * 1e3)
             if reply.rc != 0:
                 return fail(f"the kernel returned {reply.rc} ({where})")
             if reply.overruns:

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from kevolve.judge import build as builder
 from kevolve.judge import exchange, protocol
-from kevolve.judge.evaluator import drawn, gpu_lock, impossible, measure, precompile, startup, torch_baselines
+from kevolve.judge.evaluator import drawn, gpu_lock, impossible, measure, replayed, startup, torch_baselines
+from kevolve.judge.evaluator.baseline_worker import BaselineWorker
 from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.evaluator.judgement import Judgement
 from kevolve.judge.evaluator.compare import compare  # noqa: F401 (the judge's second entry point, imported from here)
@@ -77,12 +78,13 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
     if imports:                            # before any worker loads the library
         return Evaluation(**base, correct=False, stage="symbols", failure=imports,
                           eval_seconds=time.perf_counter() - start)
+    baseline = reuse.baseline if reuse else BaselineWorker()    # torch's clean worker: kept by a search's evaluator
     for attempt in (1, 2):
         files = Path(tempfile.mkdtemp(prefix="kevolve-", dir=exchange.files_root()))
         worker = reuse.worker() if reuse else WorkerProcess(options)
         try:
             j = Judgement(task, lib_path, options, module, reuse, fresh_baselines, worker, files, start,
-                          tuple(configs), Phases(), sweep)
+                          tuple(configs), Phases(), baseline, sweep)
             ev = _judge(j)
         except Exception as e:             # the evaluator's own work (references, comparisons) out of GPU memory
             if not _is_device_oom(e):
@@ -104,6 +106,8 @@ def judge(task: Task, lib_path: str, options: Options, module: str | None = None
             time.sleep(OOM_WAIT_S)         # memory other processes held (evaluators sharing the GPU): once more
             continue
         break
+    if reuse is None:
+        baseline.close()
     if attempt == 2:
         ev = Evaluation(**{**ev.__dict__, "log": f"[judged twice: {why}]\n{ev.log}"})
     ev = Evaluation(**{**ev.__dict__, "phases": {**ev.phases, "teardown": round(closing, 4)}})
@@ -186,9 +190,6 @@ def _judge(j: Judgement) -> Evaluation:
     clock.gpu = gpu_lock.own(options)
     known = j.reuse.baselines if j.reuse and not j.fresh_baselines else None
     plan = torch_baselines.plan(configs, options, known)
-    wanted = [i for i, p in sorted(plan.items()) if p["wanted"]]
-    helped = precompile.needed(j.task, options, wanted)   # a second worker compiles these, from now on
-    helper = precompile.Precompiler(j.task, options, j.lib_path, str(j.files), helped, plan) if helped else None
     try:
         with clock("load"):
             info = startup.init(worker, startup.init_command(j.task.ref, j.lib_path, j.module, str(j.files), options),
@@ -202,7 +203,7 @@ def _judge(j: Judgement) -> Evaluation:
         if options.target == "cuda":
             clock.gpu = gpu_lock.of_worker(info.uuid, info.device)
             clock.work["cuda_ipc"] = int(ipc)     # in the verdict's `work`: outputs by CUDA IPC (1) or by files (0)
-        ended = torch_baselines.prepare(j, plan, info, helper)
+        ended = torch_baselines.prepare(j, plan)        # in the clean baseline worker, as is all of torch's timing
         if ended:
             return verdict(*ended)
         checker = Checker(j.task, options, clock, j.reuse.references if j.reuse else None, folder=j.files,
@@ -210,11 +211,12 @@ def _judge(j: Judgement) -> Evaluation:
         try:
             failure = torch_baselines.time_alone(j, checker, plan, known)
         except WorkerDied as e:
-            failure = f"the worker died timing the torch baselines, before the kernel loaded: {e.kind}: {e.detail}"
+            failure = f"the baseline worker died timing the torch baselines: {e.kind}: {e.detail}"
         if failure:
             return verdict("load", f"harness: {failure}")
         limits = impossible.measure(worker, info, options.target) if options.time_kernel else impossible.Limits()
-        failure = measure.clean_probes(j, checker, plan) if options.time_kernel else None
+        failure = measure.clean_probes(j, checker, plan) if options.time_kernel and not replayed.wanted(options) \
+            else None                      # (a replayed kernel is timed in a worker its host code never reached)
         if failure:
             return verdict("load", f"harness: {failure}")
         failure = startup.seal_and_load(worker, options, clock)
@@ -244,6 +246,3 @@ def _judge(j: Judgement) -> Evaluation:
         stage = "correctness" if n < len(configs) or not options.time_kernel else "timing"
         where = configs[n].id + ": " if n < len(configs) else ""
         return verdict(stage, f"{where}{e.kind}: {e.detail}")
-    finally:
-        if helper is not None and not helper.joined:   # never given a kernel: what it compiled is the harness's own
-            helper.join()

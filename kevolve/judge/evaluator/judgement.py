@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kevolve.judge.evaluator.baseline_worker import BaselineWorker
 from kevolve.judge.evaluator.phases import Phases
 from kevolve.judge.evaluator.process import WorkerProcess
 from kevolve.judge.evaluator.reuse import Reuse
@@ -27,6 +28,7 @@ class Judgement:
     start: float                          # perf_counter at the judgement's start
     configs: tuple
     clock: Phases
+    baseline: BaselineWorker | None = None    # the clean worker torch's baselines are timed in (`baseline_worker`)
     drawn: tuple | None = None            # configurations checked after `configs`: None, this judgement's draws
                                           # (`Options.domain` draw); a release sweep's (`harness.release`)
 

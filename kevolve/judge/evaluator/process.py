@@ -51,7 +51,9 @@ from kevolve.judge.sandbox import clean_env
 class WorkerProcess:
     """A `python -m kevolve.judge.worker` child speaking JSON lines, killed with its process group on a hang."""
 
-    def __init__(self, options: Options):
+    def __init__(self, options: Options, claim: bool = True):
+        """`claim=False` (the clean baseline worker, `judge.evaluator.baseline_worker`): no CPUs claimed or pinned
+        at start — its evaluator pins it to each judgement's kernel worker's CPUs — but the same thread count."""
         extra = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                  "CUDA_HOME": builder.cuda_home(), "PYTHONUNBUFFERED": "1"}
         if options.gpu is not None:
@@ -62,8 +64,10 @@ class WorkerProcess:
             # starve each other on few cores and time each other's spin, not work
             extra.setdefault("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
             if options.threads:            # the kernel held to the threads torch gets (kevolve/judge/cpus.py)
-                self.cpus = cpus.claim(options.threads)
-                extra.update({cpus.ENV: self.cpus.env(), "OMP_NUM_THREADS": str(options.threads)})
+                extra["OMP_NUM_THREADS"] = str(options.threads)
+                if claim:
+                    self.cpus = cpus.claim(options.threads)
+                    extra[cpus.ENV] = self.cpus.env()
         _not_dumpable()
         _subreaper()
         self.tmp = tempfile.mkdtemp(prefix="kevolve-worker-")

@@ -1,5 +1,6 @@
-"""What an evaluator keeps between judgements, none of it reachable by a kernel: a spare worker process,
-the float64 references, and recent baseline times.
+"""What an evaluator keeps between judgements, none of it reachable by a kernel: a spare worker process, the clean
+baseline worker (torch's baselines are compiled and timed there, `judge.evaluator.baseline_worker`), the float64
+references, and recent baseline times.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
+from kevolve.judge.evaluator.baseline_worker import BaselineWorker
 from kevolve.judge.evaluator.fused import Fused
 from kevolve.judge.options import Options
 from kevolve.judge.evaluator.process import WorkerProcess
@@ -128,8 +130,8 @@ class Recent:
 
     Baselines do not depend on the candidate; timing them for each one (and compiling torch.compile in
     each fresh worker) is most of a search's judging time. Every `refresh_s` they are timed again for that
-    candidate as `python -m kevolve.evaluate` always does; what is kept are the times taken before its kernel
-    loaded (`torch_baselines.time_alone`), never the ones interleaved with it. A clean probe
+    candidate as `python -m kevolve.evaluate` always does; what is kept are the times the clean baseline worker took
+    (alone, `torch_baselines.time_alone`, then beside the kernel's rounds: `paced.Paced`). A clean probe
     (`timed.clean_probe`) does not depend on the candidate either, and is kept the same way: only ever one measured
     before a kernel loaded."""
 
@@ -147,7 +149,8 @@ class Recent:
 class Reuse:
     """An evaluator's state across judgements: a spare worker process started while the last candidate
     was judged (its Python and torch imports are done; no candidate code has touched
-    it), the reference cache, the baseline times and the clean probes (`Recent`)."""
+    it), the clean baseline worker (kept warm, with the graphs torch.compile made there), the reference cache, the
+    baseline times and the clean probes (`Recent`)."""
 
     def __init__(self, options: Options, reference_bytes: int, baseline_refresh_s: float):
         self.options = options
@@ -155,6 +158,7 @@ class Reuse:
         self.baselines = Recent(baseline_refresh_s) if baseline_refresh_s > 0 else None
         self.clean_probes = Recent(baseline_refresh_s) if baseline_refresh_s > 0 else None
         self._spare: WorkerProcess | None = None
+        self.baseline = BaselineWorker()
         self.compiled: dict = {}          # (task, its folder, device) -> its compiled checks (`fused`)
         self.phases = None                # the latest judgement's or comparison's `Phases` (its `snapshot`)
 
@@ -181,6 +185,7 @@ class Reuse:
             self._spare = WorkerProcess(self.options)
 
     def close(self) -> None:
+        self.baseline.close()
         if self._spare is not None:
             self._spare.close()
             self._spare = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 from kevolve.judge import exchange, protocol
 from kevolve.judge.evaluator.fused import Fused
 from kevolve.judge.evaluator.process import WorkerDied, WorkerProcess
-from kevolve.judge.evaluator.reuse import Reuse
 from kevolve.judge.options import Options
 
 
@@ -79,11 +78,11 @@ def cold(options: Options) -> dict:
             "evict": evict.library(options.cache_dir) if options.cpu_flush == "lines" else None}
 
 
-def fused(task, options: Options, reuse: Reuse | None, info: protocol.Started):
+def fused(task, options: Options, reuse, info: protocol.Started):
     """The compiled checks (`judge.evaluator.fused`) where `options.compiled_checks` asks for them — auto: on CUDA, for
-    an evaluator that keeps them across judgements (a search's; one judgement alone would pay the compile for
-    little) — and only for a Landlock-confined worker: the evaluator's Inductor and Triton caches must be out of
-    a kernel's reach. None: eager checks."""
+    an evaluator that keeps them across judgements (`reuse`, a `reuse.Reuse`, or None: a search's; one judgement
+    alone would pay the compile for little) — and only for a Landlock-confined worker: the evaluator's Inductor and
+    Triton caches must be out of a kernel's reach. None: eager checks."""
     mode = options.compiled_checks
     if mode == "off" or not (info.confinement or {}).get("landlock"):
         return None

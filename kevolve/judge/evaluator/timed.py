@@ -59,7 +59,7 @@ def fresh_variant() -> int:
 def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
                 baselines: tuple[str, ...], other: bool = False, baseline_ms: float | None = None,
                 kernel: bool = True, canary: canaries.Canary | None = None,
-                clean: tuple[outside.Round, ...] = ()) -> Timed:
+                clean: tuple[outside.Round, ...] = (), pace=None) -> Timed:
     """Times the kernel (and the `other` kernel, for `harness.compare`) and `baselines` on `cfg`, every
     kernel call checked, every round also timed from outside (`judge.evaluator.outside`). A wrong timed call or a time
     the outside clock refutes is `Timed.failure`, a near miss of it `Timed.near`; a worker error raises
@@ -68,15 +68,17 @@ def time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, 
     `canary`: where the kernel's calls carry the canary (`judge.evaluator.canary`), whose difference is checked;
     `clean`: the clean probe's rounds (`clean_probe`), the harness's own cost of a round without the kernel's calls,
     measured before the kernel loaded: what the probe without any call may cost in the kernel's worker (the outside
-    clock's side-work bound)."""
+    clock's side-work bound). `pace` (a `paced.Paced`): torch's baselines timed in the clean baseline worker, one
+    round beside each counted round of this session's (before it on odd rounds, after it on even ones), on the same
+    input variants; its failure (the quiet bound) is this timing's, its harness failure raises `HarnessFailed`."""
     with exchange.kept_open():          # the session's buffers, opened once for all its rounds
         return _time_config(worker, checker, cfg, index, options, baselines, other, baseline_ms, kernel,
-                            canary if kernel else None, clean)
+                            canary if kernel else None, clean, pace)
 
 
 def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int, options: Options,
                  baselines: tuple[str, ...], other: bool, baseline_ms: float | None, kernel: bool = True,
-                 canary: canaries.Canary | None = None, clean: tuple[outside.Round, ...] = ()) -> Timed:
+                 canary: canaries.Canary | None = None, clean: tuple[outside.Round, ...] = (), pace=None) -> Timed:
     limit = options.timeout + 60
     seed = fresh_variant()
     with checker.clock("setup", f"{cfg.id}"):
@@ -105,10 +107,10 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
     cpu = outside.CpuClock(worker.pid)
     counted: list[outside.Round] = []
 
-    def run(hollow: tuple[str, ...], when: str, canaried: tuple[int, ...] = ()
+    def run(hollow: tuple[str, ...], when: str, canaried: tuple[int, ...] = (), variants: list | None = None
             ) -> tuple[str | None, protocol.TimedRound, outside.Round]:
         """One round: the worker's reply, verified, and the round as the outside clock saw it."""
-        variants = checker.timed_variants(cfg, inputs)
+        variants = variants or _variants(checker, cfg, inputs, kernel)
         with checker.clock("round", f"{cfg.id} {when}"):
             span = outside.Span(cpu)
             reply = _call(worker, limit * max(1, n), protocol.TimeRound(tuple(variants), tuple(hollow), canaried))
@@ -135,12 +137,21 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
         why = why or probe(party)
     rounds = setup.rounds
     total, marks, extra = canaries.positions(rounds, n, cuda) if canary else (rounds, {}, set())
+    if pace is not None and not why:
+        pace.setup()
     for r in range(total):
         if why:
             break
         when = f"round {r + 1} of {total}"
-        why, reply, seen = run((), when, marks.get(r, ()))
+        variants, k = _variants(checker, cfg, inputs, kernel), len(counted)
+        if pace is not None and r not in extra and k % 2:          # torch's round first, on odd rounds
+            why = pace.round(k, variants)
+            if why:
+                break
+        why, reply, seen = run((), when, marks.get(r, ()), variants)
         checked += len(reply.outputs)
+        if pace is not None and r not in extra and not k % 2 and not why:
+            why = pace.round(k, variants)
         if r not in extra:               # an extra canary round is verified, never counted
             counted.append(seen)
         for name, values in reply.times.items():
@@ -153,6 +164,8 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
         why = why or probe(ALL)
     with checker.clock("release", cfg.id):
         worker.call(protocol.TimeEnd(), 120)
+        if pace is not None:
+            pace.end()
     if why:
         return Timed(clock=setup.clock, notes=setup.notes, checked_calls=checked, failure=why)
     samples, latency = {}, {}
@@ -180,6 +193,12 @@ def _time_config(worker: WorkerProcess, checker: Checker, cfg: Case, index: int,
     per_sample = n if setup.clock.get("kernel") == "graph" else 1          # a graph's sample is n calls
     return Timed(samples, latency, setup.clock, setup.notes, checked, failure=seen.failure, near=seen.near or near,
                  outside=seen.checks, canary_calls=len(raw_canary["kernel"]) * per_sample)
+
+
+def _variants(checker: Checker, cfg: Case, inputs: int, kernel: bool) -> list[int]:
+    """A round's input variants: the next of the evaluator's pool where a kernel's calls are checked on them (its
+    references are kept), fresh ones for torch alone (nothing checked: no reference to keep, no pool used up)."""
+    return checker.timed_variants(cfg, inputs) if kernel else [fresh_variant() for _ in range(inputs)]
 
 
 def _per_call(raw: dict, values: list, kind: str, n: int) -> list[float]:

@@ -1,18 +1,23 @@
-"""The torch baselines of one judgement, before the kernel loads: which to time (`plan`), compiling them in the
-worker (`prepare`, seeded from and harvested into the node's cache, `judge.evaluator.baseline_cache`, with a
-second worker compiling half of them, `judge.evaluator.precompile`), and timing them alone (`time_alone`).
+"""The torch baselines of one judgement, in the clean baseline worker (`judge.evaluator.baseline_worker`): which to
+time (`plan`), compiling them there (`prepare`, seeded from and harvested into the node's cache,
+`judge.evaluator.baseline_cache`, with a second worker compiling half of them the first time a node meets a shape set,
+`judge.evaluator.precompile`), and, the first time the baseline worker meets a configuration, timing them alone
+(`time_alone`): their slowest call sets the configuration's rounds and the canary's length before the kernel's
+timing starts. The interleaved timing is `measure.time_all`'s, with `paced.Paced`.
 
-Guarantees: all of it happens before the seal and before any code of the candidate runs in the worker, so no
-baseline needs compiling after the seal and nothing a kernel does can have slowed the clean times down; a
-compile failure in a worker seeded from the cache turns the cache off on the node and asks the harness to judge
-again (`CACHE_RETRY`). Called by the harness; calls nothing above.
+Guarantees: no code of any candidate runs where torch is compiled or timed; the kernel's worker compiles nothing;
+a compile failure in a worker seeded from the cache turns the cache off on the node and asks the harness to judge
+again (`CACHE_RETRY`); the baseline worker's failure is the harness's (`harness: ...`). Called by the harness; calls
+nothing above.
 """
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from kevolve.judge import protocol
 from kevolve.judge.evaluator import baseline_cache, precompile, timed
+from kevolve.judge.evaluator.baseline_worker import HarnessFailed
 from kevolve.judge.evaluator.checks import Checker
 from kevolve.judge.evaluator.judgement import Judgement
 from kevolve.judge.evaluator.measure import timed_configs
@@ -26,8 +31,7 @@ CACHE_RETRY = "baseline cache"            # a verdict stage `judge` never return
 
 def plan(configs, options: Options, known_baselines: Recent | None) -> dict[int, dict]:
     """Per configuration to time: the baseline times this evaluator already has (`known`, reused) or the
-    baselines to time now (`wanted`: compiled by `prepare` and timed by `time_alone`, both before the
-    kernel loads). Decided once, before the seal, so no baseline needs compiling after it."""
+    baselines to time now (`wanted`: compiled by `prepare`, timed beside the kernel by `measure.time_all`)."""
     if not options.time_kernel:
         return {}
     plan = {}
@@ -37,37 +41,49 @@ def plan(configs, options: Options, known_baselines: Recent | None) -> dict[int,
     return plan
 
 
-def prepare(j: Judgement, plan: dict[int, dict], info: protocol.Started, helper) -> tuple[str, str] | None:
-    """torch.compile's compilers run in the worker now, before the kernel's code can (the seal refuses every new
-    process after this): the configurations `helper` (a `precompile.Precompiler`, or None) compiles are taken
-    from the node's cache once it is done. Returns (stage, failure) where the judgement ends here."""
-    options, worker, clock = j.options, j.worker, j.clock
+def prepare(j: Judgement, plan: dict[int, dict]) -> tuple[str, str] | None:
+    """The baseline worker started (or found running) for this judgement, pinned to the kernel worker's CPUs, and
+    torch.compile's graphs of every `wanted` configuration compiled there (once per baseline worker: it keeps them),
+    each configuration's slowest baseline known (`time_alone` adds what is not). Returns (stage, failure) where the
+    judgement ends here."""
+    options, clock, bw = j.options, j.clock, j.baseline
     wanted = [i for i, p in sorted(plan.items()) if p["wanted"]]
-    helped = helper.configs if helper is not None else []
-    cached = bool(wanted and (info.confinement or {}).get("landlock") and baseline_cache.enabled(options.cache_dir))
-    if not cached:
-        helped = []
-    if cached:                             # torch.compile's caches as the node has them, only when it will compile
-        baseline_cache.seed(worker.tmp, options.cache_dir)
+    if not wanted:
+        return None
     try:
-        for i in bar([i for i in wanted if i not in helped] + helped, "compiling torch baselines"):
-            if helper is not None and i in helped and not helper.joined:
-                with clock("baselines", "waiting for the second worker's compiles"):
-                    helper.join()          # its graphs into the master, then into this worker's caches
-                    baseline_cache.seed(worker.tmp, options.cache_dir)
-            with clock("baselines"):
-                reply = worker.call(protocol.Prepare(i, tuple(plan[i]["wanted"])), 600 + options.timeout)
-                plan[i]["notes"] = reply.notes if isinstance(reply, protocol.Prepared) else {}
-    except WorkerDied as e:           # no code of the kernel has run yet: the harness's failure, said so
-        return "load", (f"harness: the worker died compiling the torch baselines, before the kernel loaded: "
-                        f"{e.kind}: {e.detail}")
+        info = bw.ready(j.task, options)
+        bw.pin(j.worker)
+        todo = [i for i in wanted if (i, plan[i]["wanted"]) not in bw.prepared]
+        cached = bool(todo and (info.confinement or {}).get("landlock") and baseline_cache.enabled(options.cache_dir))
+        helped = precompile.needed(j.task, options, todo) if cached else []
+        helper = precompile.Precompiler(j.task, options, str(Path(j.task.dir) / "task.yaml"), bw.files, helped, plan) \
+            if helped else None
+        try:
+            for i in bar([i for i in todo if i not in helped] + helped, "compiling torch baselines"):
+                if helper is not None and i in helped and not helper.joined:
+                    with clock("baselines", "waiting for the second worker's compiles"):
+                        helper.join()      # its graphs into the master, then into the baseline worker's caches
+                        baseline_cache.seed(bw.worker.tmp, options.cache_dir)
+                with clock("baselines"):
+                    reply = bw.call(protocol.Prepare(i, tuple(plan[i]["wanted"])), 600 + options.timeout)
+                bw.prepared.add((i, plan[i]["wanted"]))
+                bw.notes[i] = reply.notes if isinstance(reply, protocol.Prepared) else {}
+        finally:
+            if helper is not None and not helper.joined:
+                helper.join()
+    except HarnessFailed as e:
+        return "load", f"harness: {e}"
+    for i in wanted:
+        plan[i]["notes"] = bw.notes.get(i, {})
+        plan[i]["slowest"] = bw.slowest.get(j.configs[i].id)
     if cached:
-        failed = sorted({n for p in plan.values() for n in p["notes"].values() if "torch.compile failed" in n})
+        failed = sorted({n for i in todo for n in plan[i]["notes"].values() if "torch.compile failed" in n})
         if failed:                         # the seeded copy broke torch.compile: the node stops using it, and
             baseline_cache.disable(failed[0][:500], options.cache_dir)   # `judge` starts again unseeded
+            bw.close()
             return CACHE_RETRY, (f"harness: torch.compile failed in a worker seeded from the node's baseline cache "
                                  f"({failed[0][:300]}); the cache is now off on this node")
-        baseline_cache.harvest(worker.tmp, options.cache_dir)   # before the kernel loads: nothing of it
+        baseline_cache.harvest(bw.worker.tmp, options.cache_dir)   # no candidate code has ever run there
         if helped:
             precompile.mark(j.task, options)
     return None
@@ -75,29 +91,32 @@ def prepare(j: Judgement, plan: dict[int, dict], info: protocol.Started, helper)
 
 def time_alone(j: Judgement, checker: Checker, plan: dict[int, dict],
                known_baselines: Recent | None) -> str | None:
-    """Times every configuration's `wanted` baselines alone, in this worker before the kernel's library is
-    loaded, as each entry's `clean` times: no code of the candidate has run in the process yet, so nothing it
-    does can have slowed torch down. A kernel that reaches CPython by pointer arithmetic (no static layer can
-    stop that in C) could otherwise patch torch beside its own calls and inflate its speedup
-    (`tests/adversarial/test_inprocess.py`). `measure.time_all` then times them again interleaved with the kernel and
-    counts, per baseline, the faster of the two; `known_baselines` (the evaluator's `Reuse`, which later
-    candidates' speedups use) is fed from the clean times only. Returns the harness's failure, if any."""
-    worker, configs, options, clock = j.worker, j.configs, j.options, j.clock
+    """Times the `wanted` baselines alone in the baseline worker, for each configuration whose slowest baseline that
+    worker does not know yet (its first judgement of it): the rounds of the configuration's timing and the canary's
+    length follow from it, and these `clean` times are a bound the interleaved times are taken with (each baseline
+    counts at the faster of the two, `measure.time_all`). `known_baselines` (the evaluator's `Reuse`, which later
+    candidates' speedups use) gets them until the interleaved times replace them. Returns the harness's failure, if
+    any."""
+    configs, options, clock, bw = j.configs, j.options, j.clock, j.baseline
     for i, p in bar(sorted(plan.items()), "timing torch alone"):
-        if not p["wanted"]:
+        if not p["wanted"] or p.get("slowest") is not None:
             continue
         cfg = configs[i]
-        with clock("time"):
-            t = timed.time_config(worker, checker, cfg, i, clean_options(options), p["wanted"], kernel=False)
+        try:
+            with clock("time"):
+                t = timed.time_config(bw.worker, checker, cfg, i, clean_options(options), p["wanted"], kernel=False)
+        except WorkerDied as e:
+            bw.close()
+            return f"the baseline worker died timing the torch baselines: {e.kind}: {e.detail}"
         if t.failure:
-            return f"{cfg.id}: timing the torch baselines before the kernel loaded failed: {t.failure}"
+            return f"{cfg.id}: timing the torch baselines alone failed: {t.failure}"
         p["clean"] = Baselines.of(t, p["wanted"], p["notes"])
+        p["slowest"] = bw.slowest[cfg.id] = p["clean"].slowest_ms
         if known_baselines is not None:
             known_baselines.put(cfg.id, p["clean"])
     return None
 
 
 def clean_options(options: Options) -> Options:
-    """The clean timing's effort (`time_alone`): half the calls of the interleaved timing, at least 10. It is a
-    bound — each baseline counts at the faster of it and its interleaved time — not the headline's only sample."""
+    """The time-alone effort (`time_alone`): half the calls of the interleaved timing, at least 10."""
     return replace(options, reps=max(10, options.reps // 2))

@@ -266,8 +266,66 @@ def _extern_c_problems(toks: list, i: int) -> list[tuple[str, int, str]]:
 
 
 def _c_item(toks: list, line: int) -> list[tuple[str, int, str]]:
-    """The one declaration `toks` starts with must be forward/backward, a function."""
-    depth, name = 0, None
+    """Every declarator of the one declaration `toks` starts with must be forward/backward: `extern "C" int
+    forward(...), GOMP_parallel_start(...);` declares two C functions, and the second is checked like the first
+    (issue 49: a second declarator once passed on the first one's name). A function's body ends the item."""
+    names = [_declarator_name(d) for d in _declarators(toks)]
+    bad = [n for n in names if n not in ("forward", "backward")] or ([] if names else [None])
+    return [("extern-c", toks[0].line if toks else line,
+             f'extern "C" declares `{name or "{ ... }"}`: ' + REASONS["extern-c"]) for name in bad]
+
+
+def _declarators(toks: list) -> list[list]:
+    """The declarators of the declaration `toks` starts with, each as its tokens (the first with the declaration's
+    specifiers): split at every comma outside brackets, up to the `;` that ends it or the body of a function
+    definition. A comma outside brackets always separates declarators (an initializer is an assignment
+    expression, which holds none), and no `<` counts as a bracket: a comma in a template's arguments splits too,
+    which can only reject (`int> forward(...)` names no entry point), never hide a name. A struct's body within the
+    specifiers is stepped over (`struct S { ... } s, *f(void);` declares `s` and `f`)."""
+    out, current, k = [], [], 0
+    while k < len(toks):
+        t = toks[k]
+        if t.text == ";":
+            break
+        if t.text in ("(", "["):
+            inner, after = _group(toks, k)
+            current += toks[k:after]
+            k = after
+            continue
+        if t.text == "{":
+            _, after = _group(toks, k)
+            initializer = bool(current) and current[-1].text == "="
+            if not initializer and _declares_function(current):
+                break                                     # a function definition's body: the item ends
+            if initializer:
+                current += toks[k:after]
+            k = after                                     # a struct/enum body in the specifiers: stepped over
+            continue
+        if t.text == ",":
+            out.append(current)
+            current = []
+        else:
+            current.append(t)
+        k += 1
+    out.append(current)
+    return [d for d in out if d]
+
+
+def _declares_function(toks: list) -> bool:
+    """Whether a declarator's tokens hold a parameter list: an identifier (or a parenthesised declarator) followed
+    by `(` outside any initializer."""
+    for k in range(1, len(toks)):
+        if toks[k].text == "=":
+            return False
+        if toks[k].text == "(" and (toks[k - 1].kind == "ident" or toks[k - 1].text == ")"):
+            return True
+    return False
+
+
+def _declarator_name(toks: list) -> str | None:
+    """The name one declarator declares: the identifier before its parameter list (`int (system)(...)` and
+    `int (*fp)(...)` read inside the parentheses), or before `;`, `=`, `[` or the declarator's end."""
+    depth, name, last = 0, None, None
     for k, t in enumerate(toks):
         if t.text in (";", "=", "{") and depth == 0:
             break
@@ -276,20 +334,14 @@ def _c_item(toks: list, line: int) -> list[tuple[str, int, str]]:
                 inner, after = _group(toks, k)          # `int (system)(...)`, `int (*fp)(...)`
                 idents = [x.text for x in inner if x.kind == "ident"]
                 if after < len(toks) and toks[after].text == "(" and idents and all(x.kind != "string" for x in inner):
-                    name = idents[-1]
-                    break
+                    return idents[-1]
                 prev = toks[k - 1] if k else None
-                name = prev.text if prev is not None and prev.kind == "ident" else None
-                break
+                return prev.text if prev is not None and prev.kind == "ident" else None
             depth += 1
         elif t.text == ")":
             depth -= 1
-        elif t.kind == "ident":
+        elif t.kind == "ident" and depth == 0:
             last = t.text
             if k + 1 < len(toks) and toks[k + 1].text in (";", "=", "[", ","):
-                name = last
-                break
-    if name in ("forward", "backward"):
-        return []
-    return [("extern-c", toks[0].line if toks else line,
-             f'extern "C" declares `{name or "{ ... }"}`: ' + REASONS["extern-c"])]
+                return last
+    return name or last

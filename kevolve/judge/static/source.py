@@ -16,6 +16,7 @@ C_INCLUDES = {
     "limits", "cstring", "string.h", "algorithm", "type_traits", "utility", "array", "numeric", "cassert",
     "assert.h", "omp.h", "immintrin.h", "x86intrin.h", "arm_neon.h", "vector", "tuple", "functional",
     "initializer_list", "cstdlib", "stdlib.h", "cstdio", "stdio.h", "new", "memory", "atomic", "bit",
+    "cfenv", "fenv.h",      # a kernel's own rounding mode: the worker restores its FPU state after each call (issue 49)
 }
 CUDA_INCLUDES = {
     "cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "mma.h",

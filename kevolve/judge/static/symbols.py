@@ -3,9 +3,10 @@
 The static rules read spelling; this reads what the linker made of it. `check(lib, target)` returns `None`
 or a reason (`symbol: ...`) when the library
 - imports a dynamic symbol outside the target's allow-list (libm, memory and printf-style output, OpenMP's
-  `GOMP_*`/`omp_*`, the C++ runtime pieces templates need, and on cuda the CUDA runtime calls a kernel
-  needs: launches (`cudaLaunchKernelExC` included: thread-block clusters), async memset/memcpy, errors,
-  function and device attributes, occupancy, streams, events, stream capture and the graph calls named in
+  runtime by name (`GOMP_OK`: no entry that returns with a thread still running, issue 49) and `omp_*`, the
+  C++ runtime pieces templates need, and on cuda the CUDA runtime calls a kernel needs: launches
+  (`cudaLaunchKernelExC` included: thread-block clusters), async memset/memcpy, errors, function and device
+  attributes, occupancy, streams, events, stream capture and the graph calls named in
   `CUDA_GRAPH`). `Py*`, `pthread_*`, `fork`/`exec*`/`system`, files, sockets, `dlopen`/`dlsym`, sleeps,
   signals, timers, `cudaGetDriverEntryPoint*`, host callbacks and host or generic graph nodes
   (`cudaGraphAddNode`, `cudaGraph(Exec)NodeSetParams`), stream and graph-kernel-node attributes (the
@@ -14,8 +15,9 @@ or a reason (`symbol: ...`) when the library
   `cudaLaunchKernelExC` imports nothing new: the static rules (`persisting-l2`) and the worker's reset of
   the persisting-L2 set-aside around each timed round (`judge.worker.l2`) are the layers for it;
 - runs code at load or unload: an `.init_array`/`.fini_array`/`.ctors`/`.dtors`/`.preinit_array` entry other
-  than the toolchain's own (`frame_dummy`, `__do_global_dtors_aux`, nvcc's `__sti____cudaRegisterAll`) — a
-  global object with a constructor or destructor, `__attribute__((constructor))` however spelled;
+  than the toolchain's own (`frame_dummy`, `__do_global_dtors_aux`, nvcc's `__sti____cudaRegisterAll`, GCC's static
+  initialisation of global objects `_GLOBAL__sub_I_*`: `INIT_OK`) — `__attribute__((constructor))` however spelled,
+  a prioritised initialiser, a pointer placed in `.init_array`;
 - contains a raw `syscall`/`sysenter`/`int 0x80` instruction (x86-64 host code: CUDA host-side inline asm);
 - takes an imported function's address as data (`address_taken`): a relocation against it other than its PLT
   slot, which is what `&printf`, `(uintptr_t)printf` or a stored function pointer compile to however they are
@@ -49,7 +51,26 @@ CXX = set("""__cxa_guard_acquire __cxa_guard_release __cxa_guard_abort __cxa_beg
     __cxa_rethrow __cxa_allocate_exception __cxa_free_exception __cxa_throw __cxa_pure_virtual
     __cxa_deleted_virtual __cxa_call_terminate __gxx_personality_v0 _Unwind_Resume _ZSt9terminatev""".split())
 CXX_PREFIXES = ("_Znw", "_Zna", "_Zdl", "_Zda", "_ZTVN10__cxxabiv1", "_ZTISt", "_ZTSSt", "_ZNSt7__cxx1112basic_string",
-                "__atomic_", "_ZGV", "GOMP_", "omp_")
+                "__atomic_", "_ZGV")
+# OpenMP's runtime, by name: the entries GCC emits for the constructs a kernel writes, each of which has joined every
+# thread it started when it returns — `GOMP_parallel` and its combined loop, sections and reduction forms, worksharing
+# inside a region, barriers, critical sections, atomics, tasks (which the region's end waits for), the allocator.
+# Not here (so rejected): the legacy split entries `GOMP_parallel_start` / `GOMP_parallel_loop_*_start` /
+# `GOMP_parallel_sections_start` / `GOMP_parallel_end`, which return with the team's other threads still running
+# the region's body (issue 49: a helper thread that outlived the call, declared through a second `extern "C"`
+# declarator), offloading and its plugins (`GOMP_target*`, `GOMP_offload_*`, `GOMP_PLUGIN_*`, `omp_target_*`), host
+# teams (`GOMP_teams*`) and OpenACC (`GOACC_*`, `acc_*`), none of which a kernel on this host needs.
+GOMP_OK = re.compile(
+    r"^GOMP_(parallel|parallel_reductions|parallel_sections|"
+    r"parallel_loop_(static|dynamic|guided|runtime|nonmonotonic_(dynamic|guided|runtime)|maybe_nonmonotonic_runtime)|"
+    r"loop(_ull)?_(start|end|end_nowait|end_cancel|ordered_start|doacross_start|"
+    r"((ordered_|doacross_|nonmonotonic_|maybe_nonmonotonic_)?(static|dynamic|guided|runtime)_(start|next)))|"
+    r"sections2?_start|sections_(next|end|end_nowait|end_cancel)|single_(start|copy_start|copy_end)|scope_start|"
+    r"barrier|barrier_cancel|critical(_name)?_(start|end)|atomic_(start|end)|ordered_(start|end)|"
+    r"doacross(_ull)?_(post|wait)|task|taskwait|taskwait_depend|taskyield|taskgroup_(start|end)|"
+    r"taskgroup_reduction_(register|unregister)|task_reduction_remap|workshare_task_reduction_unregister|"
+    r"taskloop|taskloop_ull|cancel|cancellation_point|alloc|free|error|warning)$")
+OMP_FORBIDDEN = ("omp_target_",)
 CUDA = set("""__cudaRegisterFatBinary __cudaRegisterFatBinaryEnd __cudaUnregisterFatBinary __cudaRegisterFunction
     __cudaRegisterVar __cudaRegisterManagedVar __cudaRegisterTexture __cudaRegisterSurface __cudaRegisterLinkedBinary
     __cudaInitModule __cudaPushCallConfiguration __cudaPopCallConfiguration __cudaLaunchKernel __cudaGetKernel
@@ -89,8 +110,15 @@ CUDA_PREFIXES = ("cudaOccupancy", "cudaEvent")
 FORBIDDEN_INSIDE = re.compile(r"HostNode|HostFunc|Callback|EntryPoint|ExportTable|Ipc|Managed|Persisting|UserObject|"
                               r"GraphAddNode|Graph(Exec)?NodeSetParams|NodeSetAttribute|NodeCopyAttributes|"
                               r"Stream(Set|Copy)Attribute|AccessPolicy|Graphics|DebugDotPrint")
+# load-time code the toolchain writes: crtstuff's, nvcc's registration, and GCC's static initialisation of a file's
+# global objects (`_GLOBAL__sub_I_<file>`: constructors of namespace-scope objects, their destructors registered with
+# __cxa_atexit) — since issue 49, by decision: a library loads after the seal, under the confinement and the evidence a
+# call has, and what a static initialiser does the first call could do as well, so the rule only cost honest kernels
+# (a grow-only `static std::vector` scratch buffer). Not the prioritised form (`_GLOBAL__sub_I.00101_...`:
+# init_priority), nor an entry of any other name (a constructor attribute, a pointer placed in .init_array), which the
+# static rules reject too (`constructor`, `reserved-name`).
 INIT_OK = re.compile(r"^(frame_dummy|__do_global_dtors_aux|_ZL\d+__sti____cudaRegisterAllv|"
-                     r"__sti____cudaRegisterAll\w*)$")
+                     r"__sti____cudaRegisterAll\w*|_GLOBAL__sub_I_(?!\d{5}_)[\w.$-]+)$")
 INIT_SECTIONS = (".init_array", ".fini_array", ".ctors", ".dtors", ".preinit_array")
 SYSCALL_INSN = re.compile(r"\t(syscall|sysenter)\b|\tint\s+\$0x80\b")
 
@@ -112,9 +140,9 @@ def check(lib: str, target: str) -> str | None:
                 "its library (`judge.static.reach`) — call it instead")
     extra = [e for e in init_entries(lib) if not INIT_OK.match(e)]
     if extra:
-        return ("symbol: the library runs code at load or unload time (" + ", ".join(extra[:4]) + "): global "
-                "objects with constructors or destructors and constructor attributes are not allowed — use "
-                "function-local statics or plain arrays")
+        return ("symbol: the library runs code at load or unload time (" + ", ".join(extra[:4]) + "): constructor "
+                "attributes, prioritised initialisers and pointers placed in init sections are not allowed (global "
+                "objects with constructors are)")
     insn = raw_syscalls(lib)
     if insn:
         return f"symbol: the library contains a raw `{insn}` instruction (a system call the rules cannot see)"
@@ -123,6 +151,8 @@ def check(lib: str, target: str) -> str | None:
 
 def allowed(name: str, target: str) -> bool:
     if name in MEMORY or name in CXX or name.startswith(CXX_PREFIXES) or name in libm():
+        return True
+    if GOMP_OK.match(name) or (name.startswith("omp_") and not name.startswith(OMP_FORBIDDEN)):
         return True
     if re.match(r"^__(pow|div|mul|udiv|umod|mod|extend|trunc|fix|float|neg|cmp|ucmp|clz|ctz|popcount|bswap|add|"
                 r"sub)\w*\d$", name):                        # libgcc arithmetic helpers (__divti3, __extendhfsf2)

@@ -15,6 +15,14 @@ VOCABULARY: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {
                frozenset("thrd_create thrd_detach clone clone3 timer_create sigevent this_thread "
                          "call_once".split()),
                ("pthread_", "__gthread", "__gthrw", "__pthread")),
+    # libgomp's and libomp's own entry points, which only the compiler calls: `GOMP_parallel_start` returns with the
+    # team's other threads still running (issue 49). A kernel writes `#pragma omp`, and calls `omp_*` routines
+    "openmp-runtime": ("calls the OpenMP runtime's internal entry points (what the compiler emits for a pragma; some "
+                       "leave threads running past the call): write `#pragma omp ...` and call `omp_*` routines",
+                       frozenset(), ("GOMP_", "GOACC_", "__kmpc_", "__kmp_")),
+    # the names GCC gives load-time code (`_GLOBAL__sub_I_<file>`), which the symbol check lets run as the static
+    # initialisation of global objects (issue 49): a function of the kernel's own may not pose as one
+    "reserved-name": ("names a symbol the toolchain reserves for load-time code", frozenset(), ("_GLOBAL__",)),
     "host-callback": ("runs host code on a CUDA runtime thread, outside the call (a host function, stream "
                       "callback, graph host node or user object): do all host work inside forward itself; graphs "
                       "may hold kernel, memset, memcpy, event and empty nodes (cudaGraphAddKernelNode..., or stream "

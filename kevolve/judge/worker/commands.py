@@ -89,6 +89,8 @@ class Worker:
                                    ".py` names what it needs; meanwhile judge with resources.strict_cuda=false, where "
                                    "the driver starts before the confinement") from e
         self.lib, self.module = lib, module
+        from kevolve.judge.worker.state import HarnessState      # put back after every call of candidate code
+        self.state = HarnessState(self.evictor.lib if self.evictor is not None else None)
         if load:
             self.load()
         name = torch.cuda.get_device_name() if target == "cuda" else cpu_name()
@@ -108,6 +110,7 @@ class Worker:
         """Loads the kernel library named at `init`: the first moment any of its code can run (dlopen's
         initialisers, a torch extension's module init)."""
         self.kernel = self._load(self.lib, self.module)
+        self.state.restore()                        # what its initialisers set (a torch extension's module init)
         return {}
 
     def seal(self, threads: bool | None = None) -> dict:
@@ -188,6 +191,7 @@ class Worker:
                              scalars=task.scalar_values(cfg), case=cfg)
             self._sync()
         seconds = time.perf_counter() - start
+        self.state.restore()
         overrun = overruns(buf)
         files = self._export(buf["outputs"], config, variant)
         handles = self._export(buf["inputs"], config, f"{variant}.in")
@@ -216,6 +220,7 @@ class Worker:
     def load_other(self, lib: str, module: str | None = None) -> dict:
         """Loads a second kernel, timed paired with the first by `harness.compare` (same checks)."""
         self.other = self._load(lib, module)
+        self.state.restore()
         return {}
 
     def time_setup(self, config: int, baselines: list[str], seed: int, calls: int, reps: int,
@@ -351,50 +356,28 @@ class Worker:
         khz, bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)
         return 2 * khz * 1e3 * bits / 8 / 1e9 if khz and bits else None
 
+    # ------------------------------------------------------------------ a CUDA kernel replayed apart from its host code
+    def describe(self, config: int, variant: int) -> dict:
+        """One captured call of the loaded kernel, described (`judge.replay.describe`)."""
+        from kevolve.judge.replay.describe import describe
+        return {"description": describe(self, config, variant)}
+
+    def load_device(self, description: dict) -> dict:
+        """The library named at `init` replayed from its device code alone, as this worker's kernel
+        (`judge.replay.device`); its host code is never loaded here."""
+        from kevolve.judge.replay import device, nodes
+        if self.kernel is not None and not isinstance(self.kernel, device.ReplayedKernel):
+            raise RuntimeError("load_device: this worker has loaded the library's host code")
+        if self.kernel is not None:
+            self.kernel.close()
+        self.kernel = device.ReplayedKernel(self.lib, nodes.from_wire(description))
+        return {}
+
     # ------------------------------------------------------------------ the trivial call
     def trivial(self, n: int) -> dict:
-        """ms per call of a native function that does nothing (`kevolve_noop` in the evictor's library), bound
-        with the task's C signature and called with arguments of its kind through the same path and clock as a
-        kernel's timed CPU calls (`timing.CpuClock.wall`), `n` times: what the evaluator holds as the least a
-        call can take (`judge.evaluator.impossible`). Refused once a kernel is loaded (its code could bend it);
-        no samples without the evictor's library (then no such floor is applied). On CUDA: `_trivial_cuda`."""
+        """ms per call of a function that does nothing, timed as a kernel's calls are (`judge.worker.trivial`);
+        refused once a kernel is loaded (its code could bend it)."""
         if self.kernel is not None:
             raise RuntimeError("trivial: timed only before a kernel loads")
-        if self.target == "cuda":
-            return self._trivial_cuda(n)
-        if self.evict_path is None:
-            return {"samples": []}
-        import torch
-        from kevolve.judge.worker import timing
-        from kevolve.task.abi import CKernel
-        t = self.task
-        noop = CKernel(self.evict_path, t, "cpu", symbol="kevolve_noop")
-        one = torch.zeros(1)
-        ins, outs = {s.name: one for s in t.inputs}, {s.name: one for s in t.outputs}
-        sizes, scalars, ws = {name: 1 for name in t.sizes}, t.scalar_values(), torch.zeros(0, dtype=torch.uint8)
-        clock = timing.CpuClock(self.evictor, "lines")
-        return {"samples": [clock.wall(lambda: noop(ins, outs, sizes, ws, scalars=scalars)) for _ in range(n)]}
-
-    def _trivial_cuda(self, n: int, per_graph: int = 10, cycles: int = 20000) -> dict:
-        """CUDA: ms per call of an empty kernel (`torch.cuda._sleep(0)`) in the same kind of graph as a kernel's
-        timed calls — `per_graph` × (L2 flush, call), less a graph of the flushes alone (`timing.per_call`) — `n`
-        calls in all; and the ms one cycle of `torch.cuda._sleep` adds to a call so timed (from `cycles` per
-        call): the unit of the canary (`judge.evaluator.canary`). Measured before any candidate code runs here."""
-        import torch
-        from kevolve.judge.worker import timing
-        clock = timing.CudaClock()
-        graphs = {"null": clock.capture(lambda i: None, per_graph),
-                  "empty": clock.capture(lambda i: torch.cuda._sleep(0), per_graph),
-                  "slept": clock.capture(lambda i: torch.cuda._sleep(cycles), per_graph)}
-        raw: dict[str, list] = {name: [] for name in graphs}
-        for graph in graphs.values():             # a graph's first replay uploads it: untimed
-            graph.replay()
-        self._sync()
-        for _ in range(max(3, n // per_graph)):
-            for name, graph in graphs.items():
-                raw[name].append(clock.replay(graph))
-        empty = timing.per_call(raw["empty"], raw["null"], per_graph, graph=True)
-        slept = timing.per_call(raw["slept"], raw["null"], per_graph, graph=True)
-        del graphs
-        return {"samples": empty,
-                "cycle_ms": max(0.0, timing.median(slept) - timing.median(empty)) / cycles or None}
+        from kevolve.judge.worker import trivial
+        return trivial.cuda(self, n) if self.target == "cuda" else trivial.cpu(self, n)

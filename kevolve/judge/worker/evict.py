@@ -9,7 +9,8 @@ buffer twice the LLC, the older way (`timing.CpuClock(mode="llc")`), cost 2.7 ms
 99 ms on a 300 MiB one, where a judgement of a few thousand timed calls then never ended.
 
 The instructions come from a small C library of our own, compiled once per node by the system C compiler
-into the build cache (`library()`), loaded by the worker before its confinement and before any candidate code
+into the build cache (`library()`; with OpenMP where the compiler has it, for `judge.worker.state`'s restore of
+the process state a kernel may change), loaded by the worker before its confinement and before any candidate code
 can run (`judge.worker.serve`), so nothing a kernel writes is on its path.
 
 Guarantees: `Evictor.evict(tensors)` returns only once every line of those tensors' bytes was flushed and the
@@ -79,6 +80,34 @@ int64_t kevolve_evict(const uint64_t* ptrs, const int64_t* sizes, int64_t n) {
 }
 
 int64_t kevolve_line_bytes(void) { if (!kv_line) kv_detect(); return kv_line; }
+
+#ifdef _OPENMP
+#include <fenv.h>
+#include <omp.h>
+/* The harness's own state of the process, which a kernel's code may change and torch's work in the worker reads
+   (issue 49; `judge.worker.state`): the FPU control state (rounding mode, flush-to-zero and denormals-are-zero,
+   exception masks) of the calling thread and of the OpenMP pool's threads, which torch's parallel work shares with
+   a kernel's (one libgomp), and the pool's thread count and dynamic adjustment. Saved once, before any candidate
+   code can run; put back after every call of it. */
+static fenv_t kv_env;
+static int kv_threads = 0, kv_dynamic = 0;
+int kevolve_state_save(void) {
+    fegetenv(&kv_env);
+    kv_threads = omp_get_max_threads();
+    kv_dynamic = omp_get_dynamic();
+    return kv_threads;
+}
+int kevolve_state_restore(void) {
+    int team = 0;
+    if (!kv_threads) return 0;
+    if (omp_get_dynamic() != kv_dynamic) omp_set_dynamic(kv_dynamic);
+    if (omp_get_max_threads() != kv_threads) omp_set_num_threads(kv_threads);
+    #pragma omp parallel num_threads(kv_threads) reduction(+ : team)
+    { fesetenv(&kv_env); team = 1; }
+    fesetenv(&kv_env);
+    return team;
+}
+#endif
 /* Does nothing: the trivial call the evaluator times before a kernel loads (`Worker.trivial`). Called with a
    kernel's arguments, which it never reads (the caller cleans up the arguments on x86-64 and AArch64). */
 int kevolve_noop(void) { return 0; }
@@ -106,8 +135,11 @@ def library(cache_dir: str | None = None) -> str | None:
         work = Path(tempfile.mkdtemp(prefix="evict.", dir=final.parent))
         try:
             (work / "evict.c").write_text(SOURCE)
-            done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(work / "evict.so"),
-                                   str(work / "evict.c")], capture_output=True, env=clean_env(), timeout=120)
+            for flags in (["-fopenmp"], []):               # the state's restore needs OpenMP; the eviction does not
+                done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", *flags, "-o", str(work / "evict.so"),
+                                       str(work / "evict.c"), "-lm"], capture_output=True, env=clean_env(), timeout=120)
+                if done.returncode == 0:
+                    break
             if done.returncode == 0:
                 os.replace(work / "evict.so", final)      # atomic: a concurrent builder's copy is the same bytes
                 path = str(final)
@@ -129,7 +161,7 @@ class Evictor:
     """The loaded library: `evict(tensors)` flushes their bytes from every cache level."""
 
     def __init__(self, path: str):
-        lib = ctypes.CDLL(path)
+        self.lib = lib = ctypes.CDLL(path)          # also `judge.worker.state`'s restore, where built with OpenMP
         self._fn = lib.kevolve_evict
         self._fn.restype = ctypes.c_int64
         self._fn.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]

@@ -22,12 +22,11 @@ measures and hands outputs back; it judges nothing (that is `judge.evaluator.tim
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 
 from kevolve.judge import exchange
 from kevolve.judge.rounds import MAX_ROUNDS, WARMUP_SETS, calls_for, plan_rounds, set_bytes  # noqa: F401
-from kevolve.judge.worker import buffers, l2, returned, timing
+from kevolve.judge.worker import buffers, cuda_round, l2, returned, timing
 
 
 class KernelFailed(RuntimeError):
@@ -107,6 +106,7 @@ class Session:
                         call(i)
                     self.w._sync()
                     per = (time.perf_counter() - t0) * 1e3
+                    self._restore(name)
                 if name not in self.checked:
                     slowest = max(slowest or 0.0, per)
         self._store_returned()
@@ -184,10 +184,17 @@ class Session:
                         raise KernelFailed(f"{name} was captured in a CUDA graph once, but not a second time with the "
                                            f"judge's canary before its calls: {type(e).__name__}: {str(e)[:200]}")
         self.w._sync()
+        self._restore(*self.checked)                    # capture ran their host code
 
     def _canaried(self, call):
         """`call` with the evaluator's canary inside its timed interval (`timing.canaried`)."""
         return timing.canaried(call, self.canary, self.cuda)
+
+    def _restore(self, *names: str) -> None:
+        """The worker's own process state back after candidate code ran (`judge.worker.state`): after a checked
+        contender's call (or its hollow no-op: the same harness work), never for torch's."""
+        if any(n in self.checked for n in names):
+            self.w.state.restore()
 
     def _clear_error(self, call) -> None:
         """A failed capture leaves its error as the CUDA runtime's last error, which a kernel's own
@@ -232,6 +239,8 @@ class Session:
         with self._span("timed calls"):
             times = self._cuda_round(order, hollow, canary) if self.cuda else self._cpu_round(order, hollow, canary)
             self.w._sync()
+            if self.cuda:                                # queued calls ran host code (the CPU restores per call)
+                self._restore(*self.checked)
         if not self.cuda:                                # the eviction's share of the timed calls' span
             self.seconds["flush"] = self.clock.flush_s - flush_s
         if self.cuda and l2.persisting_l2_limit():
@@ -248,49 +257,10 @@ class Session:
         return reply
 
     def _cuda_round(self, order: list[str], hollow: set = frozenset(), canary: tuple = ()) -> dict:
-        clock, times = self.clock, {}
-        null = self.graphs.get("_null")
-        if null is not None:       # an untimed wake first: the null is every contender's base, and the round's
-            clock.replay(null)     # first replay, after the host's work, may run slow (experiments/clock_position.py)
-        times["_null_graph"] = [clock.replay(null)] if null is not None else []
-        times["_null_queued"] = [clock.queued(lambda: None)]
-        times["_null_synced"] = [clock.synced(lambda: None)]
-        graphs = {**self.graphs, **self.canary_graphs} if canary else self.graphs
-        for name in order:
-            call = self.calls[name] if name not in hollow else (lambda i: None)
-            if canary and name in self.checked:
-                call = self._canaried(call)
-            if name in graphs and (name not in hollow or null is not None):
-                graph = graphs[name] if name not in hollow else null
-                times[name] = [clock.replay(graph)]
-                self.returned.replayed(name, graph)
-            else:
-                times[name] = self._queued_calls(name, call)
-        for name in order:                               # the latency column: one synced call, its own inputs
-            call = self.calls[name] if name not in hollow else (lambda i: None)
-            times[f"latency:{name}"] = [self.clock.synced(lambda c=call: c(self.n))]
-        return times
+        return cuda_round.run(self, order, hollow, canary)
 
     def _queued_calls(self, name: str, call) -> list:
-        """A contender timed queued (its capture failed): n samples, one per call — so, as on the CPU, no call
-        may find a later call's inputs ready. Every input set first gets a decoy's contents (fresh random inputs
-        of the same shapes), then set i its round's inputs, and the contender's call-i outputs their poison,
-        just before call i, outside its interval (a hollow probe does the same around its no-op): a first call
-        that computed the whole round's outputs from a table of the buffers it had seen would compute them
-        from the decoys, and its later calls' outputs are poisoned again before they run
-        (`QUEUED_AHEAD` in `tests/adversarial/test_cuda.py`). A graph's calls need none of this: a
-        replay is one sample of all n calls together."""
-        decoy = self.w.task.make_inputs(self.cfg, self.w.device, (1 << 41) + int.from_bytes(os.urandom(5), "little"))
-        for i in range(self.n):
-            self._put(i, decoy)
-        del decoy
-        samples = []
-        for i in range(self.n):
-            self._fill_slot(i, self.variants[i])
-            if name in self.checked:
-                buffers.poison_all([self.outs[name][i]])
-            samples.append(self.clock.queued(lambda i=i: call(i)))
-        return samples
+        return cuda_round.queued(self, name, call)
 
     def _cpu_round(self, order: list[str], hollow: set = frozenset(), canary: tuple = ()) -> dict:
         """Calls interleaved one by one. Input set i is filled, and every checked contender's call-i outputs
@@ -309,6 +279,7 @@ class Session:
                 name = order[(i + j) % len(order)]
                 call = spiked[name] if name in spiked and i in canary else calls[name]
                 times[name].append(self.clock.wall(lambda c=call: c(i), self._cold_ranges(name, i)))
+                self._restore(name)                     # outside its interval; a hollow no-op's too
                 if name in self.snapshots:              # what the call left when it returned, nothing later
                     self._store_returned(name, i)
                     self.snapshots[name][i] = {n: t.clone() for n, t in self.outs[name][i]["outputs"].items()}
@@ -372,6 +343,8 @@ class Session:
     def _export(self, variants: list[int], when: str) -> dict:
         """Handles for every checked output and every input set of the round (or warm-up): IPC descriptions on CUDA,
         else files — on the CPU the small ones packed into one file per round (`exchange.Packer`)."""
+        if not self.checked:                             # torch alone (the clean baseline worker): nothing to check
+            return {"outputs": [], "input_handles": [], "overruns": {}}
         outputs = []
         snaps = getattr(self, "snapshots", None) if not self.cuda else None
         packer = None if self.cuda or self.w.ipc else exchange.Packer(self.w.exchange, f"{self.config}.t{self.round}")
