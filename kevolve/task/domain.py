@@ -312,10 +312,13 @@ def check_fixed(task) -> None:
     the domain's smallest configuration fits every target's budget."""
     dom = task.domain
     small = {s.name: (s.values[0] if s.values else s.lo) for s in dom.sizes}
+    fixed = [c.size_dict for cases in task.shape_sets.values() for c in cases]
+    least = min([config_bytes(task, c) for c in fixed] +           # the least sizes, where they meet the conditions
+                ([config_bytes(task, small)] if dom.violation(small, task.scalar_values()) is None else []))
     for target, budget in dom.max_bytes:
-        if config_bytes(task, small) > budget:
+        if least > budget:
             raise TaskError(f"domain.max_bytes.{target}: {show_bytes(budget)} does not hold even the smallest "
-                            f"configuration ({show_bytes(config_bytes(task, small))})")
+                            f"configuration ({show_bytes(least)})")
     largest = max(b for _, b in dom.max_bytes)
     for name, cases in task.shape_sets.items():
         for c in cases:

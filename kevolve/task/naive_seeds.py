@@ -50,6 +50,17 @@ def with_seeds(folder: Path, raw: dict, head: str, sources: dict, workspace: str
         (folder / "seeds" / TARGET_FILES[target]).write_text(text)
         listed[target] = TARGET_FILES[target]
     raw["workspace_bytes"] = workspace
+    if isinstance(raw.get("domain"), dict) and "max_bytes" in raw["domain"]:   # the budgets hold the workspace too
+        from kevolve.task.expr import eval_expr
+        sets = raw.get("shapes", {})
+
+        def most(names) -> int:
+            return max([eval_expr(workspace, {k: v for k, v in c.items() if k != "label"})
+                        for n in names for key in ("configs", "heldout") for c in sets.get(n, {}).get(key) or []]
+                       or [0])
+        from kevolve.task.domain import parse_bytes
+        budget = {t: parse_bytes(v, f"domain.max_bytes.{t}") for t, v in raw["domain"]["max_bytes"].items()}
+        raw["domain"]["max_bytes"] = {"cpu": budget["cpu"] + most(["small"]), "cuda": budget["cuda"] + most(sets)}
     raw["seeds"] = {t: [f] for t, f in listed.items()}
     write_yaml(folder, raw, head)
     return listed

@@ -481,12 +481,18 @@ def test_an_evaluators_second_judgement_computes_no_reference_for_its_correctnes
     try:
         assert judge_source(tiny, "seed", FAST, reuse).correct
         configs, salt = tiny.configs("small"), reuse.references.salt
-        assert sorted(computed) == sorted(c.id for c in configs for _ in range(3))
+        assert sorted(i for i in computed if not i.startswith("drawn:")) == sorted(c.id for c in configs
+                                                                                   for _ in range(3))
         assert {(k[3].id, k[4]) for k in reuse.references.entries} == {
             (c.id, salt + k) for c in configs for k in range(3)}
         computed.clear()
-        assert judge_source(tiny, "good_openmp.cpp", FAST, reuse).correct
-        assert computed == [] and reuse.references.salt == salt
+        ev = judge_source(tiny, "good_openmp.cpp", FAST, reuse)
+        assert ev.correct and ev.drawn
+        listed = [i for i in computed if not i.startswith("drawn:")]
+        assert listed == [] and reuse.references.salt == salt
+        # the configurations drawn from the domain are this judgement's own: computed, never kept
+        assert {i for i in computed if i.startswith("drawn:")} == {m.config for m in ev.drawn}
+        assert not [k for k in reuse.references.entries if k[3].drawn]
     finally:
         reuse.close()
 
@@ -523,7 +529,8 @@ def test_an_evaluators_timed_calls_take_each_pool_input_once_a_judgement_and_reu
         assert all(0 <= v - salt < 1 << 40 for _, v in used[0])
         assert set(used[1]) <= set(used[0]) or set(used[0]) <= set(used[1])   # one sequence per configuration
         timed = len(tiny.configs("small"))                 # (the warm-up's fresh sets are computed every time)
-        assert len(computed) <= 2 * timed + 2, computed     # the second judgement: its warm-ups' references only
+        listed = [i for i in computed if not i.startswith("drawn:")]          # (drawn ones are never kept)
+        assert len(listed) <= 2 * timed + 2, listed         # the second judgement: its warm-ups' references only
         assert sum(m.checked_calls for m in evs[1].measurements) >= sum(m.kernel.n for m in evs[1].measurements
                                                                          if m.kernel is not None)
     finally:
