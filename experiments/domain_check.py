@@ -75,7 +75,10 @@ def main() -> int:
         print(json.dumps(one(*args.one, args.target, args.count, args.salt)))
         return 0
     todo = kernels(args.target, args.tasks, "only" if args.hostile_only else "no" if args.no_hostile else "with")
+    todo = [t for t in todo if t[2] == "hostile"] + [t for t in todo if t[2] != "hostile"]    # the attacks first
     lines = [f"# {' '.join(sys.argv)}  ({time.strftime('%Y-%m-%d %H:%M')})"]
+    if args.out:
+        Path(args.out).write_text(lines[0] + "\n")
 
     def run(item):
         task, path, kind = item
@@ -91,6 +94,9 @@ def main() -> int:
         line = (f"{task:26s} {rel:55s} {kind:8s} {'PASS' if got['passed'] else 'FAIL'} "
                 f"{got['checked']:4d} {got['seconds']:7.1f}s  {got.get('failure') or ''}")
         print(line, flush=True)
+        if args.out:                               # as it goes: a call cut short keeps what finished
+            with open(args.out, "a") as f:
+                f.write(line + "\n")
         return kind, got["passed"], line
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(run, todo))
@@ -101,7 +107,8 @@ def main() -> int:
                  f"hostile kernels accepted: {len(hostile_passed)} of {sum(r[0] == 'hostile' for r in results)}")
     print(lines[-1])
     if args.out:
-        Path(args.out).write_text("\n".join(lines) + "\n")
+        with open(args.out, "a") as f:
+            f.write(lines[-1] + "\n")
     return 0
 
 

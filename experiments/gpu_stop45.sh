@@ -37,6 +37,6 @@ for stage in ${STAGES:-tests clock}; do
     grep -E "FAIL" "$out/corners.txt" | cut -c1-300 | tee -a "$summary"
     timeout ${DOMAIN_S:-400} python3 experiments/domain_check.py --target cuda --jobs ${JOBS:-3} --count ${COUNT:-40} \
       --out "$out/domain.txt" > "$out/domain.log" 2>&1
-    say "domain: exit $? after $(( $(date +%s) - t0 )) s"; cut -c1-260 "$out/domain.txt" | tee -a "$summary" ;;
+    say "domain: exit $? after $(( $(date +%s) - t0 )) s"; cut -c1-230 "$out/domain.txt" | tee -a "$summary" ;;
   esac
 done
