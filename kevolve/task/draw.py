@@ -246,9 +246,19 @@ def smallest(task: Task) -> dict[str, int]:
     return {s.name: s.lo for s in dom.sizes}
 
 
+def moderate(task: Task, target: str, size: int = 13) -> dict[str, int]:
+    """Sizes a little above the least (13, an odd prime, where the range allows; a listed size its first value)
+    that meet the domain's conditions and fit the small budget; the least sizes where none do. Where a scalar's ends
+    are checked: on one element a variance is 0 and eps changes nothing."""
+    dom, lowest = task.domain, smallest(task)
+    sizes = {s.name: (lowest[s.name] if s.values else min(s.hi, max(s.lo, size))) for s in dom.sizes}
+    sizes = fit(task, target, sizes, _budgets(task, target)[0])
+    return sizes if sizes is not None and dom.violation(sizes, task.scalar_values()) is None else lowest
+
+
 def corners(task: Task, target: str, seed: int = 0) -> tuple[Case, ...]:
     """Every size at its smallest and at its largest that fits (the others at their smallest), every scalar at
-    both ends (the sizes at their smallest), under every init family allowed there; `seed` for all."""
+    both ends (on `moderate` sizes), under every init family allowed there; `seed` for all."""
     dom, budget = task.domain, task.domain.budget(target)
     lowest = smallest(task)
     points: list[tuple[dict, dict]] = [(lowest, {})]
@@ -257,8 +267,9 @@ def corners(task: Task, target: str, seed: int = 0) -> tuple[Case, ...]:
             top = fit(task, target, {**lowest, s.name: s.hi}, budget, (s.name,))
             if top:
                 points.append((top, {}))
+    near = moderate(task, target)                 # the scalars' ends where they matter: not on one element
     for r in dom.scalars:
-        points += [(lowest, {r.name: r.lo}), (lowest, {r.name: r.hi})]
+        points += [(near, {r.name: r.lo}), (near, {r.name: r.hi})]
     out = []
     for sizes, scalars in points:
         if dom.violation(sizes, {**task.scalar_values(), **scalars}) is None:

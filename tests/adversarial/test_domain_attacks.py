@@ -126,3 +126,13 @@ def test_two_judgements_draw_different_configurations(tasks, monkeypatch):
     assert a.correct and b.correct
     assert {m.config for m in a.drawn} != {m.config for m in b.drawn}
     assert not {m.config for m in a.drawn} & {c.id for c in task.configs("small")}
+
+
+def test_the_corners_alone_catch_the_capped_scalar(tasks):
+    """The sweep's corners put each scalar at both ends on sizes where it matters (13 x 13, not one element, whose
+    variance is 0 and on which eps changes nothing): a release check of the corners alone rejects the capped eps."""
+    task = tasks["layernorm_fwd"]
+    b = _lib(HERE / "eps_capped.cpp")
+    corners = len(draw.corners(task, "cpu"))
+    checked = release(task, b.lib_path, CHECK, corners, module=b.module_name, salt=3)
+    assert not checked.passed and "eps=0.1" in checked.failure.split(" ")[0], checked.failure
