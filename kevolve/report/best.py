@@ -92,6 +92,7 @@ def promote(run_dir: str | Path, force: bool = False, task: str | Path | None = 
             raise PromotionError(f"{run_dir}: the run's best {best.get('id')} was not confirmed by its final "
                                  f"judgement ({why[:300]}): promote a run whose best was")
         confirms = [p for _, _, p in store.events("confirm") if p.get("id") == best["id"] and p.get("correct")]
+        releases = [p for _, _, p in store.events("release") if p.get("id") == best["id"] and p.get("passed")]
         record = store.get(best["id"])
         counts = store.counts()
         assembled = [p for _, _, p in store.events("assembled")]
@@ -112,7 +113,8 @@ def promote(run_dir: str | Path, force: bool = False, task: str | Path | None = 
             + f" (on {was.get('device', 'an unknown device')}); this run's is "
             + (f"{ev.speedup:.3f}x" if ev.speedup is not None else "unknown") + f" (on {ev.device or target}): "
             "kept. Pass --force to replace it")
-    notes = notes_text(t, ev, record, meta, run_dir, counts) + (op_notes(op) if op else "")
+    notes = notes_text(t, ev, record, meta, run_dir, counts, releases[-1] if releases else None) + \
+        (op_notes(op) if op else "")
     folder.mkdir(exist_ok=True)
     kernel.write_bytes(source)
     kernel.with_suffix(".md").write_text(notes)
@@ -157,8 +159,10 @@ def _source_bytes(run_dir: Path, target: str, source: str) -> bytes:
 
 
 # ---------------------------------------------------------------- the .md
-def notes_text(task: Task, ev, record, meta: dict, run_dir: Path, counts: dict[str, int]) -> str:
-    """The best's .md: front matter (its numbers), the command, the configuration, the per-configuration table."""
+def notes_text(task: Task, ev, record, meta: dict, run_dir: Path, counts: dict[str, int],
+               released: dict | None = None) -> str:
+    """The best's .md: front matter (its numbers, the domain it was proven on: `released`, the run's release
+    check), the command, the configuration, the per-configuration table."""
     from kevolve.record.scrub import scrub, scrub_text
     config = scrub(meta.get("config") or {})
     command = [str(a) for a in scrub(meta.get("command") or _hydra_overrides(run_dir) or [])]
@@ -173,7 +177,9 @@ def notes_text(task: Task, ev, record, meta: dict, run_dir: Path, counts: dict[s
              "configurations": len(ev.measurements), "candidate": record.candidate.id,
              "operator": record.candidate.operator, "run_dir": str(run_dir),
              "run_started": _date(meta.get("started")), "promoted": _date(time.time()),
-             "kevolve": meta.get("version")}
+             "kevolve": meta.get("version"),
+             "proven_on": (f"{released['checked']} configurations swept over the domain: {released['proven']}"
+                           if released else "the shape set only (no release check recorded)")}
     lines = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True).strip(), "---",
              f"# {task.name}: the best {ev.target} kernel so far", "",
              f"`{BEST_FILES[ev.target]}`: {_x(ev.speedup)} over the faster torch baseline, the geometric mean over "
@@ -182,6 +188,9 @@ def notes_text(task: Task, ev, record, meta: dict, run_dir: Path, counts: dict[s
              + f"; over eager {_x(ev.speedup_eager)}, over torch.compile {_x(ev.speedup_compile)}"
              + (f", {_pct(ev.floor_fraction)} of the memory floor" if ev.floor_fraction else "")
              + f". On {ev.device or ev.target}, from the run's final judgement (baselines timed afresh, interleaved).",
+             "", ("Correct on the task's domain: " + f"{released['checked']} configurations swept over it before the "
+                  f"run named it ({released['proven']}), besides the configurations every judgement drew from it."
+                  if released else "Checked on the shape set's configurations (the run recorded no release check)."),
              "", "## How it was found", "",
              f"Run `{run_dir}`, started {_date(meta.get('started'))}; candidate `{record.candidate.id}` "
              f"({record.candidate.operator}, generation {record.candidate.generation}) of "

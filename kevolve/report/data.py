@@ -121,6 +121,14 @@ def _confirmed(run: Run) -> dict | None:
     return None
 
 
+def released(run: Run, cid: str | None = None) -> dict | None:
+    """The last release check that passed (of candidate `cid`, when given): on which domain and how many
+    configurations a result was proven (`search.finish`); None where the run made none."""
+    checks = [p for _, kind, p in run.events if kind == "release" and p.get("passed")
+              and (cid is None or p.get("id") == cid)]
+    return checks[-1] if checks else None
+
+
 def spend(run: Run) -> float:
     """Every dollar the run recorded: its candidates' costs and those of events (LLM calls that gave no kernel)."""
     return sum(r.cost_usd for r in run.records) + sum(float(p.get("cost_usd") or 0.0) for _, _, p in run.events

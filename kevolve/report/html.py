@@ -128,6 +128,7 @@ def _run(page: Page, run: data.Run, prefix: str) -> None:
                                       f"{_x(ev.speedup_compile if ev else None)}"],
              ["fraction of the memory floor", _pct(ev.floor_fraction if ev else None)],
              ["numbers from", "the final judgement, baselines interleaved" if data._confirmed(run) else "the search"],
+             ["proven on", _released(run, best)],
              ["stopped", data.summary_row(run)["stopped"]]]
     page.add(_table(["", ""], facts, header=False))
     page.figure(f"{prefix}progress", figures.progress([run]),
@@ -150,6 +151,14 @@ def _run(page: Page, run: data.Run, prefix: str) -> None:
     config = scrub(fill(run.meta.get("config") or {}, plans[-1]["resolved"]) if plans else run.meta.get("config") or {})
     page.add("<details><summary>resolved configuration" + (" (nulls as the run resolved them)" if plans else "")
              + f"</summary><pre>{_e(json.dumps(config, indent=1))}</pre></details>")
+
+
+def _released(run, best) -> str:
+    """The release check's line for the report: the domain and the configurations swept."""
+    checked = data.released(run, best.candidate.id) if best else None
+    if checked is None:
+        return "the shape set only (no release check recorded: search.release=0, or an older run)"
+    return f"{checked['checked']} configurations swept over the task's domain: {checked['proven']}"
 
 
 def _op(page: Page, run: data.Run, prefix: str) -> None:
