@@ -208,3 +208,18 @@ def test_translate_founders_alternate_the_reference_and_the_torch_extension_seed
     assert founders(task, "cpu", 3) == [None, None, None]                 # no torch-extension seed for the CPU
     text = messages(ctx, Request("translate", torch_source=founders(task, "cuda", 2)[1]))[1]["content"]
     assert torch_seed.rstrip() in text and "torch-extension" in text.lower()
+
+
+def test_a_failure_on_a_drawn_configuration_reaches_repair_with_its_sizes_and_scalars(ctx, parent, task):
+    """A drawn configuration is no held-out one: the repair prompt shows where the kernel failed (sizes, eps, init),
+    without the input salt a person would reproduce it with (issue 46, item 4)."""
+    import dataclasses
+    failure = ("drawn:B=1,N=263345,eps=0.05/tiny/s1651660647 (a configuration drawn from the task's domain; shrunk "
+               "from drawn:B=1,N=2030592,eps=0.05/tiny/s1651660647 in 15 checks): output out: 52 of 263345 elements "
+               "outside tolerance (atol=0.0001, rtol=0.0001); worst at (0, 101595): got 0.00755961, expected 0.00771 "
+               "(first call, inputs 5108813420754 of salt 5108813420754)")
+    ev = dataclasses.replace(judged(task), correct=False, stage="correctness", failure=failure)
+    p = Proposal(0, parent, "repair")
+    text = messages(ctx, Request("repair", p, {parent.id: ev}, feedback=failure))[1]["content"]
+    assert "drawn:B=1,N=263345,eps=0.05/tiny" in text and "a configuration drawn from the task's domain" in text
+    assert "of salt" not in text
