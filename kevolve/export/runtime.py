@@ -114,7 +114,8 @@ class Op:
         self.fn = build(spec, package)
         self.torch_fn = reference(spec)
         self.counts: dict[str, int] = {}
-        for e in [e for t in self.inputs + self.outputs for e in t["shape"]] + [spec["workspace"]]:
+        for e in ([e for t in self.inputs + self.outputs for e in t["shape"]] + [spec["workspace"]]
+                  + spec["domain"].get("where", [])):
             expression(e, spec["sizes"])
         self.backward: Op | None = None          # set by `pair`
         self.grads: dict = {}
@@ -189,6 +190,9 @@ class Op:
         for name, listed in domain.get("values", {}).items():
             if sizes[name] not in listed:
                 return "domain", f"{name}={sizes[name]} is not one of the proven values {listed}"
+        for cond in domain.get("where", []):
+            if not size_expr(cond, sizes):
+                return "domain", f"{','.join(f'{k}={v}' for k, v in sizes.items())} breaks the proven condition {cond}"
         nbytes = 0
         for o in self.inputs + self.outputs:                  # plain loops: torch.compile traces them
             elements = 1

@@ -3,20 +3,22 @@ plain data an exported op checks each call against before it sends it to its ker
 torch outside it.
 
 `ranges(task, shapes, target)` gives it: per size its [least, largest] (and, for a size of listed values, the
-values), per scalar its [least, largest], the bytes one call's tensors may take on the target (`max_bytes`), and
-where it comes from. Every judgement of the run checked configurations drawn from it, and the release check swept
-it before the run named its result (search/finish.py). `inside` says whether a call lies in it.
+values), the domain's `where` conditions on the sizes, per scalar its [least, largest], the bytes one call's tensors
+may take on the target (`max_bytes`), and where it comes from. Every judgement of the run checked configurations
+drawn from it, and the release check swept it before the run named its result (search/finish.py). `inside` says
+whether a call lies in it.
 
-Guarantees: every configuration of the domain on the target is inside; a size, scalar or listed value beyond it, or
-tensors over its budget, are outside, with the reason naming it. Not guaranteed: the domain's `where` conditions and
-init families are not checked per call (a call that breaks a `where` condition is one torch refuses too; the data's
-distribution cannot be checked by looking at a call).
+Guarantees: every configuration of the domain on the target is inside; a size, scalar or listed value beyond it, a
+call whose sizes break a `where` condition (LayerNorm's rows of 2 or 3 elements), or tensors over its budget, are
+outside, with the reason naming it. Not guaranteed: the init families' conditions are not checked per call (the
+data's distribution cannot be checked by looking at a call).
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from kevolve.task.domain import show_bytes
+from kevolve.task.expr import eval_condition
 from kevolve.task.spec import Task
 
 ITEM_BYTES = {"float32": 4, "float64": 8, "int64": 8, "int32": 4}
@@ -27,6 +29,7 @@ def ranges(task: Task, shapes: str, target: str = "cpu") -> dict[str, Any]:
     dom = task.domain
     return {"sizes": {s.name: [s.lo, s.hi] for s in dom.sizes},
             "values": {s.name: list(s.values) for s in dom.sizes if s.values},
+            "where": list(dom.where),
             "scalars": {r.name: [r.lo, r.hi] for r in dom.scalars},
             "max_bytes": dom.budget(target),
             "source": f"the task's domain on {target} ({dom.describe(target)}): drawn configurations in every "
@@ -45,6 +48,9 @@ def inside(domain: Mapping[str, Any], sizes: Mapping[str, int], scalars: Mapping
     for name, listed in domain.get("values", {}).items():
         if sizes.get(name) not in listed:
             return f"{name}={sizes.get(name)} is not one of the proven values {listed}"
+    for cond in domain.get("where", []):
+        if not eval_condition(cond, dict(sizes)):
+            return f"{_show(sizes)} breaks the proven domain's condition {cond}"
     most = domain.get("max_bytes")
     if nbytes is not None and most is not None and nbytes > most:
         return f"its tensors take {show_bytes(nbytes)}, over the {show_bytes(most)} proven on this target"
@@ -57,6 +63,10 @@ def contains(task: Task, sizes: Mapping[str, int], scalars: Mapping[str, float],
     module): None, else why not."""
     nbytes = sum(ITEM_BYTES[spec.dtype] * _prod(task.shape(spec, dict(sizes))) for spec in task.inputs + task.outputs)
     return inside(ranges(task, shapes, target), sizes, {**task.scalar_values(), **scalars}, nbytes)
+
+
+def _show(sizes: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sizes.items())
 
 
 def _prod(shape) -> int:

@@ -47,6 +47,7 @@ def test_work_done_while_the_harness_poisons_is_charged_to_the_kernel():
     assert "outside clock, side-work bound" in ev.failure and "the kernel" in ev.failure, ev.failure
 
 
+@pytest.mark.slow
 def test_a_clean_probe_reused_from_an_earlier_judgement_still_charges_it():
     """A search's evaluator measures a configuration's clean probe once and reuses it while its baseline times
     hold (`measure.clean_probes`): the poisoner judged after two honest kernels, on the second one's probe
@@ -64,6 +65,7 @@ def test_a_clean_probe_reused_from_an_earlier_judgement_still_charges_it():
     assert not ev.correct and "outside clock, side-work bound" in ev.failure, ev.failure
 
 
+@pytest.mark.slow
 def test_measured_against_its_own_workers_probes_the_same_attack_is_accepted(monkeypatch):
     """What the clean probe is for: without it (the probes in the kernel's own worker only, as before), the same
     kernel is accepted, with a time of a few tens of microseconds against the baseline's hundreds of milliseconds."""

@@ -55,6 +55,7 @@ def test_new_regular_files_are_copied_but_not_locks_links_or_what_is_there(tmp_p
     assert [p.name for p in (dst / "fxgraph" / "ab").iterdir()] == ["entry"]      # no temporary left behind
 
 
+@pytest.mark.slow
 def test_a_later_worker_finds_the_compiled_baselines_and_a_kernel_adds_nothing(monkeypatch):
     from kevolve.judge.evaluator import precompile
     monkeypatch.setattr(precompile, "needed", lambda *a: [])     # one worker compiles (the helper: below)

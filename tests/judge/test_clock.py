@@ -60,8 +60,8 @@ NAMES_THE_CALL = re.compile(r"\((timed call, (round \d+ of \d+|outside-clock pro
 # (kernel, what the failure says) — every one passes the checking calls and cheats only while timed
 CHEATS = [
     ("timing_every_other.cpp", "NaN"),               # (a) works on some calls only
-    ("timing_after_warmup.cpp", "NaN"),              # (a) honest through the warm-up, then skips
-    ("timing_steer_last.cpp", "NaN"),                # (c) burns the budget, then bets on which call is last
+    pytest.param("timing_after_warmup.cpp", "NaN", marks=pytest.mark.slow),  # (a) honest through the warm-up
+    pytest.param("timing_steer_last.cpp", "NaN", marks=pytest.mark.slow),    # (c) bets on which call is last
     ("timing_memo_pointer.cpp", "outside tolerance"),  # (b, e) replays answers memoised by buffer address
     ("skip_unless_poisoned.cpp", None),              # computes only when its output is poisoned: now always
 ]
@@ -82,7 +82,7 @@ def test_a_kernel_that_leaves_work_to_a_thread_loses_at_every_layer(one, monkeyp
     assert "NaN" in ev.failure and NAMES_THE_CALL.search(ev.failure), ev.failure
 
 
-@pytest.mark.parametrize("name, says", CHEATS, ids=[c[0] for c in CHEATS])
+@pytest.mark.parametrize("name, says", CHEATS, ids=[(c.values if hasattr(c, "values") else c)[0] for c in CHEATS])
 def test_a_kernel_that_cheats_while_timed_is_rejected_naming_the_call(one, name, says):
     honest = judged(one, "seed")
     assert honest.correct, honest.failure
@@ -143,7 +143,7 @@ def test_honest_kernels_are_accepted_and_every_call_checked(one, name):
 
 # by default three tasks (a further seed, a convolution, a block with a skip argument); every task with `-m slow`
 # (the seeds' correctness on every task is in the default run: tests/task/test_seeds.py, in process)
-DEFAULT_SEED_TASKS = ("rmsnorm_fwd", "mnist_conv_relu_pool_bwd", "resnet_block_fwd")
+DEFAULT_SEED_TASKS = ("mnist_conv_relu_pool_bwd", "resnet_block_fwd")
 
 
 @pytest.mark.parametrize("task_name", [n if n in DEFAULT_SEED_TASKS else pytest.param(n, marks=pytest.mark.slow)

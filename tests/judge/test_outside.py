@@ -61,13 +61,14 @@ FORGERIES = [                      # spare=canary: the canary's calls left alone
     ("kernel=0.1,spare=canary", r"outside clock, under bound: .* for the kernel"),     # its own times ÷10
     ("kernel=shift,spare=canary", r"outside clock, under bound: .* for the kernel"),   # ÷10, the rest onto others
     # every call (5 calls: too few to mark, so no canary here: tests/adversarial/test_impossible.py has it)
-    ("kernel=0.1", r"outside clock, under bound: .* for the kernel"),
+    pytest.param("kernel=0.1", r"outside clock, under bound: .* for the kernel", marks=pytest.mark.slow),
     # more time than the round took (the sum bound: a law for any worker)
-    ("kernel=1000", r"outside clock, sum bound: the worker reported [\d.]+ ms of timed intervals in a round"),
+    pytest.param("kernel=1000", r"outside clock, sum bound: the worker reported [\d.]+ ms of timed intervals in a "
+                 r"round", marks=pytest.mark.slow),
 ]
 
 
-@pytest.mark.parametrize("spec, says", FORGERIES, ids=[f[0] for f in FORGERIES])
+@pytest.mark.parametrize("spec, says", FORGERIES, ids=[(f.values if hasattr(f, "values") else f)[0] for f in FORGERIES])
 def test_forged_times_are_rejected_naming_the_bound(heavy, monkeypatch, spec, says):
     forging(monkeypatch, spec)
     ev = evaluate(heavy, heavy.seed_path("cpu").read_text(), TIMED)
@@ -89,7 +90,8 @@ def test_torchs_times_are_not_the_kernels_worker_to_forge(heavy, monkeypatch):
     assert ev.speedup < 10, ev.speedup          # the heavy seed repeats torch's operation: about 1x, never 1000x
 
 
-@pytest.mark.parametrize("spec", ["rounds=0", "rounds=1000", "calls=1"])
+@pytest.mark.parametrize("spec", ["rounds=0", pytest.param("rounds=1000", marks=pytest.mark.slow),
+                                  pytest.param("calls=1", marks=pytest.mark.slow)])
 def test_a_forged_timing_plan_is_refused(heavy, monkeypatch, spec):
     """The rounds and calls a worker says it will time are the evaluator's to decide: a plan rewritten in the
     worker (no rounds at all: no timed call to check) is a rejection at stage timing, not obeyed."""
@@ -301,8 +303,10 @@ def test_on_gpu_probes_replay_graphs_of_flushes_and_the_sum_bound_holds(monkeypa
 
 @pytest.mark.parametrize("injected, times, correct", [
     (["outside clock, under bound: injected"], 2, True),                 # a busy machine, once: timed again, fine
-    (["outside clock, over bound: injected"] * 2, 2, False),             # twice: the verdict stands
-    (["outside clock, sum bound: injected"], 1, False),                  # a law for any honest worker: no retry
+    pytest.param(["outside clock, over bound: injected"] * 2, 2, False,  # twice: the verdict stands
+                 marks=pytest.mark.slow),
+    pytest.param(["outside clock, sum bound: injected"], 1, False,       # a law for any honest worker: no retry
+                 marks=pytest.mark.slow),
 ])
 def test_a_noisy_bound_is_timed_again_before_it_is_a_verdict(heavy, monkeypatch, injected, times, correct):
     """Bounds 2 and 3 rest on two rounds' CPU or wall times agreeing, which a loaded machine can break for an

@@ -34,3 +34,15 @@ def test_beyond_the_domain_is_outside_and_says_why():
     sizes = {"B": 1, "C": 3, "H": 8, "W": 8, "K": 4, "STRIDE": 3, "PAD": 1}
     assert "STRIDE=3 is outside the proven range [1, 2]" in proven.contains(conv, sizes, {}, "small")
     assert "not one of the proven values" in proven.inside({"values": {"STRIDE": [1, 4]}}, {"STRIDE": 2}, {})
+
+
+def test_sizes_that_break_a_where_condition_are_outside():
+    """LayerNorm over 2 or 3 elements is ill-conditioned (float32 torch fails it): the domain leaves those rows out
+    with a `where` condition, and a call there is outside, naming the condition."""
+    task = load_task("layernorm_fwd")
+    d = proven.ranges(task, "small", "cpu")
+    assert d["where"] == ["N == 1 or N >= 4"]
+    assert "breaks the proven domain's condition N == 1 or N >= 4" in proven.contains(task, {"B": 7, "N": 2}, {},
+                                                                                      "small")
+    assert proven.contains(task, {"B": 7, "N": 1}, {}, "small") is None
+    assert proven.contains(task, {"B": 7, "N": 4}, {}, "small") is None

@@ -485,6 +485,7 @@ static volatile unsigned long long spin_sink;
 """
 
 
+@pytest.mark.slow
 def test_a_budget_that_ends_before_any_verdict_says_which_phase_is_slow(local_ray, tmp_path):
     """The quick start on a host where one judgement outlasts the budget once reported 0 candidates, "no correct
     kernel was found", and an evaluator 0% busy that its progress line had shown busy for 8 minutes. Now the
@@ -562,6 +563,7 @@ def test_config_error_leaves_no_run_behind(local_ray, tmp_path):
     assert not (run_dir / "kevolve.db").exists()
 
 
+@pytest.mark.slow
 def test_resume_of_a_run_killed_before_its_seeds_seeds_it(local_ray, tmp_path):
     """The store is created before Ray starts: a run killed in between leaves a store with no candidate.
     Resuming it must start the search, not end at once with nothing judged."""

@@ -76,7 +76,8 @@ def test_outside_names_the_budget_that_a_configuration_exceeds():
     assert "over the domain's 32 MiB on cpu" in outside(task, {"B": 4096, "N": 4096}, {"eps": 1e-5}, "random", "cpu")
     assert outside(task, {"B": 4096, "N": 4096}, {"eps": 1e-5}, "random", "cuda") is None
     assert "eps=0.5 is outside" in outside(task, {"B": 1, "N": 8}, {"eps": 0.5}, "random", "cuda")
-    assert "only where N <= 1048576" in outside(task, {"B": 1, "N": 2 << 20}, {"eps": 1e-5}, "offset", "cuda")
+    assert "only where 13 <= N <= 1048576" in outside(task, {"B": 1, "N": 2 << 20}, {"eps": 1e-5}, "offset", "cuda")
+    assert "N == 1 or N >= 4" in outside(task, {"B": 5, "N": 2}, {"eps": 1e-5}, "random", "cpu")
     flops = load_task("mnist_linear_fwd")
     assert "max_flops" in outside(flops, {"B": 1024, "IN": 1024, "OUT": 1024}, {}, "normal", "cpu")
     assert config_bytes(task, {"B": 1, "N": 4}) == 4 * (4 + 4 + 4 + 4) + task.workspace({"B": 1, "N": 4})
