@@ -179,7 +179,7 @@ class SearchConfig:
     release: int = 200                   # before a run names its best: that kernel checked on this many
                                          # configurations swept over the domain in a fresh worker, a failure shrunk
                                          # and the next candidate taken (search/release.py); 0: no release check
-    compare_share: float = 0.25          # paired comparisons of challengers with the best take at most this share
+    compare_share: float = 0.10          # paired comparisons of challengers with the best take at most this share
                                          # of the evaluators' time (the fittest left is compared at the finish)
 
 

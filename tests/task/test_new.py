@@ -5,6 +5,7 @@ end (slow): `python -m kevolve.tasks new` judges the CPU seed correct, and a CPU
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,24 @@ def test_the_naive_cuda_seed_is_correct_on_a_gpu(tmp_path, op):
     ev = evaluate(task, (created.folder / "seeds" / "cuda.cu").read_text(),
                   Options(target="cuda", shapes="bench", time_kernel=False))
     assert ev.correct, ev.failure
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
+@pytest.mark.parametrize("op", ["F.silu(x)", "torch.softmax(x, dim=-1)", "F.layer_norm(x, (N,)) * 2 + x.mean()"])
+def test_the_naive_cuda_seed_is_correct_under_the_cpu_emulator(tmp_path, op):
+    """The CUDA seed `tasks new` writes, run where no GPU is: under the CPU emulator of CUDA that checks the shipped
+    CUDA seeds (tests/task/test_seeds.py: every thread a fiber, blocks in both orders), on the small set's
+    configurations, twice each with new inputs in the same buffers, outputs and workspace poisoned, every buffer
+    between NaN guards."""
+    from kevolve.task.abi import CKernel
+    from test_seeds import emulated_source, run_kernel
+    created = new_task("op", write(tmp_path, SILU.replace("F.silu(x)", op)), tmp_path / "tasks")
+    task = load_task(created.folder)
+    (tmp_path / "k.cpp").write_text(emulated_source((created.folder / "seeds" / "cuda.cu").read_text()))
+    subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-fno-gnu-unique", "-w", "-o",
+                    str(tmp_path / "k.so"), str(tmp_path / "k.cpp")], check=True, capture_output=True)
+    kernel = CKernel(str(tmp_path / "k.so"), task, "cuda")
+    configs = [c for c in task.configs("small") if c.seed == task.configs("small")[0].seed]
+    for reverse in (0, 1):
+        kernel.lib.emu_set_order(reverse)
+        assert run_kernel(task, kernel, configs, cuda_abi=True) == []
