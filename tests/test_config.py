@@ -54,7 +54,11 @@ def test_every_option_of_every_group_validates(group, option):
         assert c.task.name == option
 
 
-@pytest.mark.parametrize("task", options("task"))
+DEFAULT_TASKS = ("layernorm_bwd", "cross_entropy_fwd", "unet_conv2d_fwd")     # the others: slow (228 pairs, 27 s)
+
+
+@pytest.mark.parametrize("task", [t if t in DEFAULT_TASKS else pytest.param(t, marks=pytest.mark.slow)
+                                  for t in options("task")])
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS if g != "task" for o in options(g)])
 def test_every_option_validates_with_every_task(task, group, option):
     c = load(f"task={task}", f"{group}={option}")

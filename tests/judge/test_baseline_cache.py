@@ -154,6 +154,7 @@ def test_a_compile_that_fails_in_a_seeded_worker_turns_the_cache_off_and_is_judg
     assert "torch.compile failed" in why
 
 
+@pytest.mark.slow
 def test_a_cold_node_compiles_with_a_second_worker_once(monkeypatch):
     """The first judgement of a shape set on a node splits torch.compile's baselines with a helper worker
     (`judge.evaluator.precompile`): the verdict and its compiled baselines are the same, the helper's half reaches the
