@@ -183,25 +183,25 @@ def listed_points(task: Task, most: int = 100_000) -> list[dict[str, int]]:
 
 
 def _draw(task: Task, target: str, rng: random.Random, budget: int, pinned: tuple[str, ...] = (),
-          small: bool = False, edge: float = 0.2) -> tuple[dict, dict] | None:
-    """Sizes (the pinned ones at their largest) and scalars that meet the domain, or None."""
+          small: bool = False, edge: float = 0.2, points: list[dict[str, int]] | None = None
+          ) -> tuple[dict, dict] | None:
+    """Sizes (the pinned ones at their largest) and scalars that meet the domain, or None. `points`: the task's
+    `listed_points`, when the caller draws many times."""
     dom = task.domain
-    points = listed_points(task)
+    points = listed_points(task) if points is None else points
+    if points and pinned:                       # the points where the pinned size takes its largest value
+        top = max(q[pinned[0]] for q in points)
+        points = [q for q in points if q[pinned[0]] == top]
+    # a size's share of the small budget, in elements: for the small probe, and for the sizes beside a pinned one
+    # (a row of the largest length, not a matrix of them)
+    cap = max(1, int((SMALL_BYTES / 4) ** (1 / max(1, len(dom.sizes)))) * 4) if small or pinned else None
     for _ in range(TRIES):
         if points:                              # every size takes listed values: one of the points that qualify
-            sizes = fit(task, target, dict(rng.choice(points)), budget) if not pinned else None
-            if pinned:
-                tops = [p for p in points if p[pinned[0]] == max(q[pinned[0]] for q in points)]
-                sizes = fit(task, target, dict(rng.choice(tops)), budget)
+            sizes = fit(task, target, dict(rng.choice(points)), budget)
             scalars = {r.name: _scalar(rng, dom, r.name, edge) for r in dom.scalars}
             if sizes is not None and dom.violation(sizes, scalars) is None and _inits(task, sizes):
                 return sizes, scalars
             continue
-        cap = None
-        if small:                               # a size's share of the small budget, in elements
-            cap = max(1, int((SMALL_BYTES / 4) ** (1 / max(1, len(dom.sizes)))) * 4)
-        if pinned:                              # the rest few: a row of the largest length, not a matrix of them
-            cap = max(1, int((SMALL_BYTES / 4) ** (1 / max(1, len(dom.sizes)))) * 4)
         sizes = {s.name: (s.hi if s.name in pinned else _size(rng, s, cap)) for s in dom.sizes}
         sizes = fit(task, target, sizes, budget, pinned)
         if sizes is None:
@@ -214,18 +214,18 @@ def _draw(task: Task, target: str, rng: random.Random, budget: int, pinned: tupl
 
 def for_judgement(task: Task, target: str, rng: random.Random) -> tuple[Case, ...]:
     """The configurations one judgement checks beside the fixed ones (see the module's docstring)."""
-    dom, out = task.domain, []
+    dom, out, points = task.domain, [], listed_points(task)
     small_budget, interior, budget = _budgets(task, target)
-    small = _draw(task, target, rng, small_budget, small=True, edge=0.35)
+    small = _draw(task, target, rng, small_budget, small=True, edge=0.35, points=points)
     if small:                                    # the scalars near their ends, under every init family
         out += [case(task, small[0], small[1], i, rng.randrange(1 << 31)) for i in _inits(task, small[0])]
     ranged = [s.name for s in dom.sizes if s.lo < s.hi]
     if ranged:                                   # one size at its largest, the rest fitted around it
-        big = _draw(task, target, rng, budget, pinned=(rng.choice(ranged),))
+        big = _draw(task, target, rng, budget, pinned=(rng.choice(ranged),), points=points)
         if big:
             out.append(case(task, big[0], big[1], rng.choice(_inits(task, big[0])), rng.randrange(1 << 31)))
     for _ in range(INTERIOR):                    # across the whole domain, at most an eighth of the budget
-        got = _draw(task, target, rng, interior)
+        got = _draw(task, target, rng, interior, points=points)
         if got:
             out.append(case(task, got[0], got[1], rng.choice(_inits(task, got[0])), rng.randrange(1 << 31)))
     return _unique(out)
@@ -283,18 +283,18 @@ def sweep(task: Task, target: str, rng: random.Random, count: int = 200) -> tupl
     small, interior, budget = _budgets(task, target)
     kinds = [dict(budget=small, small=True, edge=0.35), dict(budget=interior)] * 4 + [dict(budget=budget)]
     ranged = [s.name for s in task.domain.sizes if s.lo < s.hi]
-    misses = 0
+    misses, points = 0, listed_points(task)
     while len(out) < count and misses < count:
         k = dict(kinds[len(out) % len(kinds)])     # the corners hold the largest already: a ninth more at the top
         if k["budget"] == budget and ranged:
             k["pinned"] = (rng.choice(ranged),)
-        got = _draw(task, target, rng, **k)
+        got = _draw(task, target, rng, points=points, **k)
         if got is None:
             misses += 1
             continue
-        before = len(out)
+        before, inits = len(out), _inits(task, got[0])
         out = list(_unique(out + [case(task, got[0], got[1], i, rng.randrange(1 << 31))
-                                  for i in rng.sample(_inits(task, got[0]), min(2, len(_inits(task, got[0]))))]))
+                                  for i in rng.sample(inits, min(2, len(inits)))]))
         misses += len(out) == before
     return tuple(out[:count])
 
