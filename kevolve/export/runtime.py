@@ -193,7 +193,7 @@ class Op:
         for cond in domain.get("where", []):
             if not size_expr(cond, sizes):
                 return "domain", f"{','.join(f'{k}={v}' for k, v in sizes.items())} breaks the proven condition {cond}"
-        nbytes = 0
+        nbytes = size_expr(self.spec["workspace"], sizes)        # the domain's budget holds the workspace too
         for o in self.inputs + self.outputs:                  # plain loops: torch.compile traces them
             elements = 1
             for e in o["shape"]:
@@ -202,7 +202,8 @@ class Op:
                 return "domain", f"a tensor of {elements} elements is over the largest proven ({domain['elements']})"
             nbytes = nbytes + elements * _ITEM_BYTES[o.get("dtype", "float32")]
         if "max_bytes" in domain and nbytes > domain["max_bytes"]:
-            return "domain", f"its tensors take {nbytes} bytes, over the {domain['max_bytes']} proven on {target}"
+            return "domain", (f"its tensors and workspace take {nbytes} bytes, over the {domain['max_bytes']} proven "
+                              f"on {target}")
         if MODE == "torch":
             return "bucket", "KEVOLVE_OPS=torch"
         index = []

@@ -4,24 +4,22 @@ torch outside it.
 
 `ranges(task, shapes, target)` gives it: per size its [least, largest] (and, for a size of listed values, the
 values), the domain's `where` conditions on the sizes, per scalar its [least, largest], the bytes one call's tensors
-may take on the target (`max_bytes`), and where it comes from. Every judgement of the run checked configurations
-drawn from it, and the release check swept it before the run named its result (search/finish.py). `inside` says
-whether a call lies in it.
+and workspace may take on the target (`max_bytes`), and where it comes from. Every judgement of the run checked
+configurations drawn from it, and the release check swept it before the run named its result (search/finish.py).
+`inside` says whether a call lies in it.
 
 Guarantees: every configuration of the domain on the target is inside; a size, scalar or listed value beyond it, a
-call whose sizes break a `where` condition (LayerNorm's rows of 2 or 3 elements), or tensors over its budget, are
-outside, with the reason naming it. Not guaranteed: the init families' conditions are not checked per call (the
-data's distribution cannot be checked by looking at a call).
+call whose sizes break a `where` condition (LayerNorm's rows of 2 or 3 elements), or tensors and workspace over its
+budget, are outside, with the reason naming it. Not guaranteed: the init families' conditions are not checked per
+call (the data's distribution cannot be checked by looking at a call).
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from kevolve.task.domain import show_bytes
+from kevolve.task.domain import config_bytes, show_bytes
 from kevolve.task.expr import eval_condition
 from kevolve.task.spec import Task
-
-ITEM_BYTES = {"float32": 4, "float64": 8, "int64": 8, "int32": 4}
 
 
 def ranges(task: Task, shapes: str, target: str = "cpu") -> dict[str, Any]:
@@ -38,8 +36,8 @@ def ranges(task: Task, shapes: str, target: str = "cpu") -> dict[str, Any]:
 
 def inside(domain: Mapping[str, Any], sizes: Mapping[str, int], scalars: Mapping[str, float],
            nbytes: int | None = None) -> str | None:
-    """None when `sizes`, `scalars` (and a call's tensors' bytes, `nbytes`) lie in `domain` (`ranges`' data); else
-    the reason. The exported package runs the same test (kevolve/export/runtime.py)."""
+    """None when `sizes`, `scalars` (and a call's bytes, tensors and workspace, `nbytes`) lie in `domain` (`ranges`'
+    data); else the reason. The exported package runs the same test (kevolve/export/runtime.py)."""
     for kind, values in (("sizes", sizes), ("scalars", scalars)):
         for name, (lo, hi) in domain.get(kind, {}).items():
             v = values.get(name)
@@ -53,7 +51,8 @@ def inside(domain: Mapping[str, Any], sizes: Mapping[str, int], scalars: Mapping
             return f"{_show(sizes)} breaks the proven domain's condition {cond}"
     most = domain.get("max_bytes")
     if nbytes is not None and most is not None and nbytes > most:
-        return f"its tensors take {show_bytes(nbytes)}, over the {show_bytes(most)} proven on this target"
+        return (f"its tensors and workspace take {show_bytes(nbytes)}, over the {show_bytes(most)} proven on this "
+                f"target")
     return None
 
 
@@ -61,16 +60,9 @@ def contains(task: Task, sizes: Mapping[str, int], scalars: Mapping[str, float],
              target: str = "cpu") -> str | None:
     """Whether a call of `task` with these sizes and scalars is in the domain its kernels were proven on (see the
     module): None, else why not."""
-    nbytes = sum(ITEM_BYTES[spec.dtype] * _prod(task.shape(spec, dict(sizes))) for spec in task.inputs + task.outputs)
-    return inside(ranges(task, shapes, target), sizes, {**task.scalar_values(), **scalars}, nbytes)
+    return inside(ranges(task, shapes, target), sizes, {**task.scalar_values(), **scalars},
+                  config_bytes(task, dict(sizes)))
 
 
 def _show(sizes: Mapping[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in sizes.items())
-
-
-def _prod(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
