@@ -46,3 +46,11 @@ def test_sizes_that_break_a_where_condition_are_outside():
                                                                                       "small")
     assert proven.contains(task, {"B": 7, "N": 1}, {}, "small") is None
     assert proven.contains(task, {"B": 7, "N": 4}, {}, "small") is None
+
+
+def test_the_budget_holds_the_workspace_as_the_domain_does():
+    """layernorm_fwd's workspace is 16 KiB a row: 2000 rows of one element take 16 KB of tensors and 33.8 MB of
+    workspace, over the 32 MiB the CPU's domain allows (`domain.config_bytes`), so such a call is outside."""
+    task = load_task("layernorm_fwd")
+    assert "tensors and workspace take" in proven.contains(task, {"B": 2000, "N": 1}, {}, "small", "cpu")
+    assert proven.contains(task, {"B": 1800, "N": 1}, {}, "small", "cpu") is None
