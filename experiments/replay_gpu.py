@@ -1,8 +1,9 @@
 """Issue 49, item 2 on a GPU: every task's C-ABI CUDA seeds and best kernels judged twice in one evaluator — timed in
 their own worker (as before), and with their device code replayed in a worker that never ran their host code
 (`KEVOLVE_CUDA_REPLAY=1`, `judge.evaluator.replayed`) — the order alternating from kernel to kernel; then the
-adversarial kernels of `tests/adversarial/cuda/` with the replay on. Prints, per kernel, both verdicts, both speedups
-and the geometric mean over configurations of replayed / own kernel time (an honest kernel: about 1), and a summary.
+adversarial kernels of `tests/adversarial/cuda/` with the replay on (first, so a budget never skips them).
+Prints, per kernel, both verdicts, both speedups and the geometric mean over configurations of replayed / own kernel
+time (an honest kernel: about 1), and a summary.
 
     python experiments/replay_gpu.py                                  # every task with a CUDA seed, shapes=small
     python experiments/replay_gpu.py --tasks layernorm_fwd layernorm_bwd --shapes bench --budget-s 500
@@ -60,7 +61,7 @@ def main() -> None:
     options = Options(target="cuda", shapes=args.shapes, baselines=("eager", "compile"), time_inits="first")
     rows = []
     flip = False
-    for name in names + ["layernorm_tiny (adversarial)"]:
+    for name in ["layernorm_tiny (adversarial)"] + names:
         adversarial = name.endswith("(adversarial)")
         task = load_task(ROOT / "tests" / "kernels" / "tasks" / "layernorm_tiny" if adversarial else name)
         reuse = Reuse(options, 4 << 30, 3600.0)

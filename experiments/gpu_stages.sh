@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Stop 45 on a GPU (repository root, after `source .devdeps/install.sh`). STAGES picks and orders:
+# One device call, in stages (repository root, after `source .devdeps/install.sh`). STAGES picks and orders:
 #   tests   the gpu tests not yet run with the strict confinement (issue 50, item 3): tests/search/test_profile.py,
 #           tests/task/test_filters.py, and rmsnorm_fwd's torch-ABI seed (TESTS= others; TESTS_S seconds);
 #   clock   the per-size table of every norm and cross-entropy best/ kernel on bench: the judge's graph clock and
 #           triton's do_bench as a second clock (experiments/bench_clock.py; CLOCK_S seconds);
 #   domain  every task's CUDA seeds and best/ kernels judged with drawn configurations, and the hostile kernels
-#           of issue 46's CUDA twins (DOMAIN_S seconds; needs the domain code).
+#           of issue 46's CUDA twins (DOMAIN_S seconds; DOMAIN_ARGS adds to domain_check.py's, e.g. --tasks ...);
+#   hostile issue 46's hostile CUDA kernels alone, through a release check of HOSTILE_COUNT configurations (200);
+#   replay  experiments/replay_gpu.py: the adversarial CUDA kernels and every task's seeds timed in their own worker
+#           and replayed apart from their host code (issue 49; REPLAY_S seconds, REPLAY_ARGS e.g. --tasks ...).
 # $OUT gets one log per stage and summary.txt (printed last).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -31,12 +34,21 @@ for stage in ${STAGES:-tests clock}; do
       --kernel 'tasks/{task}/best/cuda.cu' --shapes bench --samples ${SAMPLES:-15} --out "$out/clock.txt" > "$out/clock.log" 2>&1
     say "clock: exit $? after $(( $(date +%s) - t0 )) s"; grep -E "^##|geomean" "$out/clock.txt" | cut -c1-250 | tee -a "$summary" ;;
   domain)
-    timeout ${CORNERS_S:-150} python3 -m kevolve.tasks check --shapes domain --device cuda --filters eager -v \
+    [ "${CORNERS_S:-150}" = 0 ] || timeout ${CORNERS_S:-150} python3 -m kevolve.tasks check --shapes domain --device cuda --filters eager -v \
       > "$out/corners.txt" 2>&1
     say "corners (eager torch at each domain's corners, cuda): exit $? after $(( $(date +%s) - t0 )) s"
     grep -E "FAIL" "$out/corners.txt" | cut -c1-300 | tee -a "$summary"
     timeout ${DOMAIN_S:-400} python3 experiments/domain_check.py --target cuda --jobs ${JOBS:-3} --count ${COUNT:-40} \
-      --out "$out/domain.txt" > "$out/domain.log" 2>&1
+      ${DOMAIN_ARGS:-} --out "$out/domain.txt" > "$out/domain.log" 2>&1
     say "domain: exit $? after $(( $(date +%s) - t0 )) s"; cut -c1-230 "$out/domain.txt" | tee -a "$summary" ;;
+  hostile)
+    timeout ${HOSTILE_S:-200} python3 experiments/domain_check.py --target cuda --hostile-only --jobs 2 \
+      --count ${HOSTILE_COUNT:-200} --out "$out/hostile.txt" > "$out/hostile.log" 2>&1
+    say "hostile: exit $? after $(( $(date +%s) - t0 )) s"; cut -c1-330 "$out/hostile.txt" | tee -a "$summary" ;;
+  replay)
+    timeout ${REPLAY_S:-300} python3 experiments/replay_gpu.py --budget-s $(( ${REPLAY_S:-300} - 40 )) ${REPLAY_ARGS:-} \
+      > "$out/replay.txt" 2>&1
+    say "replay: exit $? after $(( $(date +%s) - t0 )) s"
+    grep -E "^adversarial|replayed/own|kernels:|budget|Error|error" "$out/replay.txt" | cut -c1-330 | tee -a "$summary" ;;
   esac
 done
