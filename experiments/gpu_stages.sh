@@ -7,6 +7,9 @@
 #   domain  every task's CUDA seeds and best/ kernels judged with drawn configurations, and the hostile kernels
 #           of issue 46's CUDA twins (DOMAIN_S seconds; DOMAIN_ARGS adds to domain_check.py's, e.g. --tasks ...);
 #   hostile issue 46's hostile CUDA kernels alone, through a release check of HOSTILE_COUNT configurations (200);
+#   probe   experiments/replay_probe.py: which graph queries the driver answers (PROBE_S seconds);
+#   export  tests/export/test_export_gpu.py with -s: two searches of KEVOLVE_OP_SEARCH_S seconds, the exported op in
+#           a model, its speed against nn.LayerNorm under torch.compile (issue 48; EXPORT_S seconds);
 #   replay  experiments/replay_gpu.py: the adversarial CUDA kernels and every task's seeds timed in their own worker
 #           and replayed apart from their host code (issue 49; REPLAY_S seconds, REPLAY_ARGS e.g. --tasks ...).
 # $OUT gets one log per stage and summary.txt (printed last).
@@ -24,7 +27,7 @@ say "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm -
 for stage in ${STAGES:-tests clock}; do
   case $stage in
   tests)
-    timeout ${TESTS_S:-240} python3 -m pytest -v -m gpu -rA -p no:cacheprovider --durations=10 \
+    timeout ${TESTS_S:-240} python3 -m pytest -v -m gpu -rA -p no:cacheprovider --durations=10 --tb=short \
       ${TESTS:-tests/search/test_profile.py tests/task/test_filters.py \
       "tests/judge/test_gpu.py::test_torch_abi_seed_is_correct_on_every_timed_call[rmsnorm_fwd]"} \
       > "$out/tests.txt" 2>&1
@@ -41,6 +44,14 @@ for stage in ${STAGES:-tests clock}; do
     timeout ${DOMAIN_S:-400} python3 experiments/domain_check.py --target cuda --jobs ${JOBS:-3} --count ${COUNT:-40} \
       ${DOMAIN_ARGS:-} --out "$out/domain.txt" > "$out/domain.log" 2>&1
     say "domain: exit $? after $(( $(date +%s) - t0 )) s"; cut -c1-230 "$out/domain.txt" | tee -a "$summary" ;;
+  probe)
+    timeout ${PROBE_S:-60} python3 experiments/replay_probe.py > "$out/probe.txt" 2>&1
+    say "probe: exit $? after $(( $(date +%s) - t0 )) s"; tail -12 "$out/probe.txt" | cut -c1-300 | tee -a "$summary" ;;
+  export)
+    timeout ${EXPORT_S:-400} python3 -m pytest -m gpu -s -p no:cacheprovider --tb=short tests/export/test_export_gpu.py \
+      > "$out/export.txt" 2>&1
+    pytest_tail "$out/export.txt" export $?
+    grep -E "^op |^candidates|speedup .* over the faster|geomean|fwd\+bwd" "$out/export.txt" | cut -c1-250 | tee -a "$summary" ;;
   hostile)
     timeout ${HOSTILE_S:-200} python3 experiments/domain_check.py --target cuda --hostile-only --jobs 2 \
       --count ${HOSTILE_COUNT:-200} --out "$out/hostile.txt" > "$out/hostile.log" 2>&1

@@ -4,7 +4,8 @@ against torch.nn.LayerNorm under torch.compile at each bench size its op was jud
 printed, not asserted: timing is measured, never a test's verdict).
 
 The runs: KEVOLVE_OP_RUNS="FWD,BWD" (two runs or best/ folders of layernorm_fwd and layernorm_bwd, e.g. the
-lead's H200 searches), else two short searches made here (`search.wall_time_s=120` each, target cuda). Run:
+lead's H200 searches), else two short searches made here (`search.wall_time_s=120` each, target cuda, or the seconds
+KEVOLVE_OP_SEARCH_S gives). Run:
 
     python -m pytest -m gpu tests/export/test_export_gpu.py -s
 """
@@ -31,8 +32,9 @@ def runs(tmp_path: Path) -> tuple[str, str]:
     made = []
     for task in ("layernorm_fwd", "layernorm_bwd"):
         run_dir = tmp_path / task
+        wall = os.environ.get("KEVOLVE_OP_SEARCH_S", "120")
         subprocess.run([sys.executable, "-m", "kevolve", f"task={task}", "resources.target=cuda",
-                        "search.wall_time_s=120", "progress=false", f"run_dir={run_dir}"], check=True, cwd=ROOT,
+                        f"search.wall_time_s={wall}", "progress=false", f"run_dir={run_dir}"], check=True, cwd=ROOT,
                        timeout=1800)
         made.append(str(run_dir))
     return made[0], made[1]

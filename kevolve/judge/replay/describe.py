@@ -21,6 +21,7 @@ import ctypes
 from ctypes import c_int, c_size_t, c_void_p
 
 from kevolve.judge.replay import driver, fatbin
+from kevolve.judge.replay.driver import DriverError
 from kevolve.judge.replay.nodes import KINDS, Buffer, Description, Node, to_wire
 
 GLOBALS_MAX = 64 << 20          # bytes of `__device__`/`__constant__` data copied across, at most
@@ -59,7 +60,7 @@ def _nodes(graph: int) -> tuple[list[Node], set[int]]:
     driver.call("cuGraphGetNodes", c_void_p(graph), None, ctypes.byref(count))
     handles = (c_void_p * count.value)()
     driver.call("cuGraphGetNodes", c_void_p(graph), handles, ctypes.byref(count))
-    deps = {int(h): _dependencies(int(h)) for h in handles}
+    deps = _dependencies(graph, [int(h) for h in handles])
     order: list[int] = []
     placed: set[int] = set()
     while len(order) < len(deps):                       # Kahn's order: a node after all it depends on
@@ -81,12 +82,64 @@ def _nodes(graph: int) -> tuple[list[Node], set[int]]:
     return out, modules
 
 
-def _dependencies(node: int) -> list[int]:
-    count = c_size_t(0)
-    driver.call("cuGraphNodeGetDependencies_v2", c_void_p(node), None, None, ctypes.byref(count))
-    found = (c_void_p * max(1, count.value))()
-    driver.call("cuGraphNodeGetDependencies_v2", c_void_p(node), found, None, ctypes.byref(count))
-    return [int(found[k]) for k in range(count.value)]
+EDGE_DATA = 8                   # sizeof(CUgraphEdgeData): from_port, to_port, type, 5 reserved bytes
+EDGES_MAX = 4096                # dependencies of one node, or edges of one graph, read at most
+ASKED: list[str] = []           # the way `_dependencies` read the graph (the first that worked), for reports
+
+
+def _dependencies(graph: int, handles: list[int]) -> dict[int, list[int]]:
+    """Each node's dependencies. Drivers differ in which query they accept for a captured graph (the CUDA 13 driver
+    answers `cuGraphNodeGetDependencies_v2` with no buffers by CUDA_ERROR_INVALID_VALUE on an H100): the ways are
+    tried in order — per node with buffers for the nodes and their edge data, per node without edge data, the
+    CUDA 12 three-argument entry point, then the graph's edge list — and the first that answers for every node is
+    used. Raises the first way's `DriverError` when none does."""
+    ways = (("per node, edge data read", lambda: {h: _node_edges(h, True) for h in handles}),
+            ("per node, no edge data", lambda: {h: _node_edges(h, False) for h in handles}),
+            ("per node, CUDA 12 entry", lambda: {h: _node_edges_v1(h) for h in handles}),
+            ("the graph's edges", lambda: _graph_edges(graph, handles)))
+    first = None
+    for name, way in ways:
+        try:
+            found = way()
+        except (DriverError, AttributeError) as e:      # AttributeError: the driver lacks that entry point
+            first = first or e
+            continue
+        if name not in ASKED:
+            ASKED.append(name)
+        return found
+    raise first if isinstance(first, DriverError) else DriverError("reading the captured graph's edges", -1)
+
+
+def _node_edges(node: int, edge_data: bool) -> list[int]:
+    count = c_size_t(EDGES_MAX)
+    found = (c_void_p * EDGES_MAX)()
+    edges = (ctypes.c_uint8 * (EDGE_DATA * EDGES_MAX))() if edge_data else None
+    driver.call("cuGraphNodeGetDependencies_v2", c_void_p(node), found, edges, ctypes.byref(count))
+    if count.value >= EDGES_MAX:
+        raise RuntimeError(f"a node of the captured graph has {EDGES_MAX} or more dependencies")
+    return [int(found[k]) for k in range(count.value) if found[k]]
+
+
+def _node_edges_v1(node: int) -> list[int]:
+    count = c_size_t(EDGES_MAX)
+    found = (c_void_p * EDGES_MAX)()
+    driver.call("cuGraphNodeGetDependencies", c_void_p(node), found, ctypes.byref(count))
+    if count.value >= EDGES_MAX:
+        raise RuntimeError(f"a node of the captured graph has {EDGES_MAX} or more dependencies")
+    return [int(found[k]) for k in range(count.value) if found[k]]
+
+
+def _graph_edges(graph: int, handles: list[int]) -> dict[int, list[int]]:
+    count = c_size_t(EDGES_MAX)
+    src, dst = (c_void_p * EDGES_MAX)(), (c_void_p * EDGES_MAX)()
+    edges = (ctypes.c_uint8 * (EDGE_DATA * EDGES_MAX))()
+    driver.call("cuGraphGetEdges_v2", c_void_p(graph), src, dst, edges, ctypes.byref(count))
+    if count.value >= EDGES_MAX:
+        raise RuntimeError(f"the captured graph has {EDGES_MAX} or more edges")
+    out: dict[int, list[int]] = {h: [] for h in handles}
+    for k in range(count.value):
+        out.setdefault(int(dst[k]), []).append(int(src[k]))
+    return out
 
 
 def _node(h: int, kind: int) -> tuple[Node, int]:

@@ -68,6 +68,7 @@ def lib():
         except OSError:
             cu = ctypes.CDLL("libcuda.so.1")
         for name in ("cuGraphGetNodes", "cuGraphNodeGetType", "cuGraphNodeGetDependencies_v2",
+                     "cuGraphNodeGetDependencies", "cuGraphGetEdges_v2",
                      "cuGraphKernelNodeGetParams_v2", "cuGraphMemsetNodeGetParams", "cuGraphMemcpyNodeGetParams",
                      "cuGraphKernelNodeGetAttribute", "cuGraphKernelNodeSetAttribute", "cuKernelGetFunction",
                      "cuFuncGetName", "cuFuncGetParamInfo", "cuFuncGetModule", "cuModuleGetGlobal_v2",
