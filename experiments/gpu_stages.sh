@@ -10,6 +10,7 @@
 #   probe   experiments/replay_probe.py: which graph queries the driver answers (PROBE_S seconds);
 #   export  tests/export/test_export_gpu.py with -s: two searches of KEVOLVE_OP_SEARCH_S seconds, the exported op in
 #           a model, its speed against nn.LayerNorm under torch.compile (issue 48; EXPORT_S seconds);
+#   tally   experiments/tally_forgeries.py cuda with the replay on (TALLY_REPLAY=0: off; TALLY_S seconds);
 #   replay  experiments/replay_gpu.py: the adversarial CUDA kernels and every task's seeds timed in their own worker
 #           and replayed apart from their host code (issue 49; REPLAY_S seconds, REPLAY_ARGS e.g. --tasks ...).
 # $OUT gets one log per stage and summary.txt (printed last).
@@ -52,6 +53,11 @@ for stage in ${STAGES:-tests clock}; do
       > "$out/export.txt" 2>&1
     pytest_tail "$out/export.txt" export $?
     grep -E "^op |^candidates|speedup .* over the faster|geomean|fwd\+bwd" "$out/export.txt" | cut -c1-250 | tee -a "$summary" ;;
+  tally)
+    KEVOLVE_CUDA_REPLAY=${TALLY_REPLAY:-1} timeout ${TALLY_S:-150} python3 experiments/tally_forgeries.py cuda \
+      > "$out/tally.txt" 2>&1
+    say "tally (KEVOLVE_CUDA_REPLAY=${TALLY_REPLAY:-1}): exit $? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^\s*$" "$out/tally.txt" | tail -9 | cut -c1-300 | tee -a "$summary" ;;
   hostile)
     timeout ${HOSTILE_S:-200} python3 experiments/domain_check.py --target cuda --hostile-only --jobs 2 \
       --count ${HOSTILE_COUNT:-200} --out "$out/hostile.txt" > "$out/hostile.log" 2>&1
