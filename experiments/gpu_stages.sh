@@ -8,8 +8,9 @@
 #           of issue 46's CUDA twins (DOMAIN_S seconds; DOMAIN_ARGS adds to domain_check.py's, e.g. --tasks ...);
 #   hostile issue 46's hostile CUDA kernels alone, through a release check of HOSTILE_COUNT configurations (200);
 #   probe   experiments/replay_probe.py: which graph queries the driver answers (PROBE_S seconds);
-#   export  tests/export/test_export_gpu.py with -s: two searches of KEVOLVE_OP_SEARCH_S seconds, the exported op in
-#           a model, its speed against nn.LayerNorm under torch.compile (issue 48; EXPORT_S seconds);
+#   export  two searches of KEVOLVE_OP_SEARCH_S seconds (layernorm_fwd, layernorm_bwd; their run dirs under $OUT/runs),
+#           then tests/export/test_export_gpu.py -s on them: the exported op in a model, its speed against
+#           nn.LayerNorm under torch.compile (issue 48; EXPORT_S seconds for the test);
 #   tally   experiments/tally_forgeries.py cuda with the replay on (TALLY_REPLAY=0: off; TALLY_S seconds);
 #   replay  experiments/replay_gpu.py: the adversarial CUDA kernels and every task's seeds timed in their own worker
 #           and replayed apart from their host code (issue 49; REPLAY_S seconds, REPLAY_ARGS e.g. --tasks ...).
@@ -49,10 +50,16 @@ for stage in ${STAGES:-tests clock}; do
     timeout ${PROBE_S:-60} python3 experiments/replay_probe.py > "$out/probe.txt" 2>&1
     say "probe: exit $? after $(( $(date +%s) - t0 )) s"; tail -12 "$out/probe.txt" | cut -c1-300 | tee -a "$summary" ;;
   export)
-    timeout ${EXPORT_S:-400} python3 -m pytest -m gpu -s -p no:cacheprovider --tb=short tests/export/test_export_gpu.py \
-      > "$out/export.txt" 2>&1
+    for task in layernorm_fwd layernorm_bwd; do
+      timeout $(( ${KEVOLVE_OP_SEARCH_S:-120} + 150 )) python3 -m kevolve task=$task resources.target=cuda \
+        search.wall_time_s=${KEVOLVE_OP_SEARCH_S:-120} progress=false run_dir="$out/runs/$task" > "$out/search_$task.txt" 2>&1
+      say "search $task: exit $? after $(( $(date +%s) - t0 )) s"
+      grep -E "^op |^candidates|^speedup" "$out/search_$task.txt" | cut -c1-250 | tee -a "$summary"
+    done
+    KEVOLVE_OP_RUNS="$out/runs/layernorm_fwd,$out/runs/layernorm_bwd" timeout ${EXPORT_S:-300} python3 -m pytest -m gpu -s \
+      -p no:cacheprovider --tb=short tests/export/test_export_gpu.py > "$out/export.txt" 2>&1
     pytest_tail "$out/export.txt" export $?
-    grep -E "^op |^candidates|speedup .* over the faster|geomean|fwd\+bwd" "$out/export.txt" | cut -c1-250 | tee -a "$summary" ;;
+    grep -E "geomean|fwd\+bwd|Error" "$out/export.txt" | cut -c1-250 | tee -a "$summary" ;;
   tally)
     KEVOLVE_CUDA_REPLAY=${TALLY_REPLAY:-1} timeout ${TALLY_S:-150} python3 experiments/tally_forgeries.py cuda \
       > "$out/tally.txt" 2>&1
