@@ -51,8 +51,10 @@ def inside(domain: Mapping[str, Any], sizes: Mapping[str, int], scalars: Mapping
             return f"{_show(sizes)} breaks the proven domain's condition {cond}"
     most = domain.get("max_bytes")
     if nbytes is not None and most is not None and nbytes > most:
-        return (f"its tensors and workspace take {show_bytes(nbytes)}, over the {show_bytes(most)} proven on this "
-                f"target")
+        took, proved = show_bytes(nbytes), show_bytes(most)
+        if took == proved:                      # "32 MiB, over the 32 MiB": say the bytes
+            took, proved = f"{nbytes:,} bytes", f"{most:,} bytes"
+        return f"its tensors and workspace take {took}, over the {proved} proven on this target"
     return None
 
 

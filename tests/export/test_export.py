@@ -238,3 +238,45 @@ def test_a_cuda_op_builds_with_cpp_extension_where_nvcc_is(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=env_with(tmp_path, CUDA_HOME=cuda_home()),
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0 and "_FuncPtr" in done.stdout, done.stderr[-3000:]
+
+
+def test_the_package_and_the_search_agree_on_what_was_proven(site):
+    """The exported package checks the proven domain itself (export/runtime.py, which imports nothing of kevolve); the
+    search's check is search/proven.py. Given the same domain (today's layernorm_fwd, as an export of a run writes
+    it), both must say the same of every call: rows of 1–5 elements (2 and 3 break the domain's condition), eps at
+    and beyond its decades, batches at the bytes limit and just past it."""
+    import yaml
+
+    from kevolve.search import proven
+    from kevolve.task import load_task
+    task = load_task("layernorm_fwd")
+    domain = proven.ranges(task, "small", "cpu")
+    workspace = yaml.safe_load((task.dir / "task.yaml").read_text())["workspace_bytes"]
+    most = domain["max_bytes"]
+    calls = [(b, n, eps) for b in (1, 3, 64) for n in (1, 2, 3, 4, 5, 13, 1000)
+             for eps in (1e-13, 1e-12, 1e-5, 0.1, 0.2)]
+    for n in (4096, 65536):                         # the largest batch within the bytes limit, and one more row
+        fit = max(b for b in range(1, most // (8 * n) + 2) if proven.config_bytes(task, {"B": b, "N": n}) <= most)
+        calls += [(fit, n, 1e-5), (fit + 1, n, 1e-5)]
+    code = f"""
+import json, torch, kevolve_layernorm as k
+from kevolve_layernorm import _runtime
+op = k.OPS["layernorm_fwd"]
+op.spec["domain"], op.spec["workspace"] = json.loads({json.dumps(json.dumps(domain))}), {workspace!r}
+for e in op.spec["domain"]["where"] + [op.spec["workspace"]]:
+    _runtime.expression(e, ["B", "N"])
+said = []
+for b, n, eps in {calls!r}:
+    x, w, bias = torch.zeros(b, n), torch.zeros(n), torch.zeros(n)
+    got = op.why_not((x, w, bias), (eps,))
+    said.append(got[1] if got and got[0] == "domain" else None)
+print(json.dumps(said))
+"""
+    done = subprocess.run([sys.executable, "-c", code], env=env_with(site), cwd=site.parent, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    package = json.loads(done.stdout.strip().splitlines()[-1])
+    search = [proven.contains(task, {"B": b, "N": n}, {"eps": eps}, "small") for b, n, eps in calls]
+    disagree = [(c, p, s) for c, p, s in zip(calls, package, search) if (p is None) != (s is None)]
+    assert not disagree, disagree
+    assert sum(s is not None for s in search) >= 40 and sum(s is None for s in search) >= 40   # both kinds tried
