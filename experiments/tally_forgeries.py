@@ -6,7 +6,9 @@ FPU modes (judged with both baselines). One line each: accepted or rejected, and
 same walk from a CUDA kernel's host code forging its graph's times (÷1000 sparing the canary, ÷5 in every round, ÷5
 sparing the canary), the honest seed, and the layernorm_fwd best kernel on its task. The hostile sources come from
 ATTACKS (a checkout's tests/adversarial, default this one), the judge from the checkout on PYTHONPATH, so an older
-judge can be tried against today's attacks:
+judge can be tried against today's attacks. A time forger accepted at less than 1.5x its honest twin's speedup (the
+honest seed of its task, judged first) forged nothing and is not counted wrong: with KEVOLVE_CUDA_REPLAY=1 the
+CUDA forgers' times are taken where their host code never ran.
 
     PYTHONPATH=$PWD python experiments/tally_forgeries.py [cuda]
     PYTHONPATH=/path/to/older/checkout ATTACKS=$PWD/tests/adversarial python experiments/tally_forgeries.py [cuda]
@@ -18,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+FORGES_TIME = "/"          # the forgers' and scalers' names carry their factor: "forger /1000", "scaler /5"
+INFLATED = 1.5             # the least a forged speedup exceeds its honest twin's by (their factors are 5 and 1000)
 HERE = Path(os.environ.get("ATTACKS") or Path(__file__).resolve().parent.parent / "tests" / "adversarial")
 sys.path.insert(0, str(HERE))
 
@@ -27,18 +31,28 @@ def main() -> None:
     from kevolve.judge.evaluator.harness import judge
     cases = cuda_cases() if sys.argv[1:] == ["cuda"] else cpu_cases()
     wrong = {True: 0, False: 0}
-    for name, hostile, task, source, options in cases:
+    honest_speed: dict[str, float] = {}
+    for name, hostile, task, source, options in sorted(cases, key=lambda c: c[1]):     # the honest first
         t0 = time.time()
         built = builder.build(source, options.target)
         ev = judge(task, built.lib_path, options) if built.ok else None
         ok = bool(ev and ev.correct)
-        wrong[hostile] += ok if hostile else not ok
-        why = f"speedup {ev.speedup:.2f}x" if ok and ev.speedup else (ev.failure if ev else built.error)[:160]
+        speed = ev.speedup if ok and ev and ev.speedup else None
+        if not hostile and speed and task.name not in honest_speed:
+            honest_speed[task.name] = speed
+        own = honest_speed.get(task.name)
+        # a time forger accepted at its own speed (its forgery undone, as the CUDA replay undoes it) forged nothing
+        harmless = hostile and ok and FORGES_TIME in name and speed and own and speed < INFLATED * own
+        wrong[hostile] += (ok and not harmless) if hostile else not ok
+        why = f"speedup {speed:.2f}x" if speed else (ev.failure if ev else built.error)[:160]
+        if harmless:
+            why += f", the honest twin's {own:.2f}x: at its own speed, nothing forged"
         print(f"{name:45s} {'hostile' if hostile else 'honest ':7s} {'ACCEPTED' if ok else 'rejected'} "
               f"{time.time() - t0:5.1f}s {why}", flush=True)
     hostile = sum(c[1] for c in cases)
     print(f"hostile wrongly accepted: {wrong[True]} of {hostile}; honest wrongly rejected: {wrong[False]} of "
-          f"{len(cases) - hostile}")
+          f"{len(cases) - hostile} (a time forger accepted under {INFLATED}x its honest twin's speedup is not "
+          f"counted: its forgery bought nothing)")
 
 
 def cpu_cases() -> list:

@@ -67,6 +67,19 @@ def test_a_task_may_allow_another_librarys_kernels_by_prefix():
     assert nodes.unreplayable(desc, set()) and not nodes.unreplayable(desc, set(), allowed=("cutlass_",))
 
 
+def test_a_launch_in_clusters_of_more_than_eight_blocks_is_allowed_for_its_function_alone():
+    """A 16-block cluster is CUDA's non-portable size: a kernel's host code allows it per function, or the launch fails
+    (CUDA_ERROR_INVALID_CLUSTER_SIZE, 912: layernorm_fwd's best kernel, replayed on an H100, before this was carried
+    across). The replay allows it for the functions a described launch needs it for, and no others."""
+    from kevolve.judge.replay.device import _non_portable_clusters
+    wide = Node(**{**kernel_node(X, function="rows_cluster").__dict__, "cluster": (16, 1, 1)})
+    portable = Node(**{**kernel_node(X, function="rows_small").__dict__, "cluster": (8, 1, 1)})
+    plain = kernel_node(X, function="rows_plain")
+    assert _non_portable_clusters(Description((wide, portable, plain), BUFFERS)) == {"rows_cluster"}
+    assert _non_portable_clusters(Description((Node(**{**portable.__dict__, "cluster": (4, 4, 1)}),), BUFFERS)) \
+        == {"rows_small"}
+
+
 def test_relocation_moves_every_address_inside_a_buffer_and_nothing_else():
     struct_param = kernel_node(7, X + 16, OUT + 4096, 0x7F00_0000_0000 - 8, 99,
                                layout=((0, 4), (8, 24), (32, 8)))   # an int, a struct of 3 words, a word
@@ -210,3 +223,24 @@ def test_on_gpu_work_placed_beside_the_flush_is_timed_in_full_when_replayed(on_g
     assert attack.correct and honest.correct, (attack.failure, honest.failure)
     for a, h in zip(_kernel_ms(attack), _kernel_ms(honest)):
         assert a > 0.8 * h, (_kernel_ms(attack), _kernel_ms(honest))
+
+
+@pytest.mark.gpu
+def test_on_gpu_a_kernel_in_clusters_of_sixteen_is_replayed(monkeypatch):
+    """layernorm_fwd's best kernel runs rows of 8,193–131,072 elements in 16-block clusters (non-portable: its host code
+    allows them). Replayed apart from that host code it must still launch, be correct and keep its speed."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from kevolve.judge.evaluator.harness import evaluate
+    from kevolve.task import load_task
+    task = load_task("layernorm_fwd")
+    source = (task.dir / "best" / "cuda.cu").read_text()
+    options = Options(target="cuda", shapes="small", baselines=("eager",), timeout=120)
+    monkeypatch.delenv("KEVOLVE_CUDA_REPLAY", raising=False)
+    own = evaluate(task, source, options)
+    monkeypatch.setenv("KEVOLVE_CUDA_REPLAY", "1")
+    replayed = evaluate(task, source, options)
+    assert own.correct and replayed.correct, (own.failure, replayed.failure)
+    for a, b in zip(_kernel_ms(own), _kernel_ms(replayed)):
+        assert 1 / 1.5 < b / a < 1.5, (_kernel_ms(own), _kernel_ms(replayed))

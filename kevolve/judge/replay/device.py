@@ -1,14 +1,15 @@
 """In the timing worker: a kernel's described call replayed from its device code alone (`judge.replay`).
 
 `ReplayedKernel(lib, description)` loads the library's fat binaries as modules (`fatbin.images`, `cuModuleLoadData`:
-none of its host code runs, no constructor, no registration), finds every described kernel's function by name in
-them (a name they do not define is another library's kernel: `Unreplayable`), raises a function's dynamic shared
-memory limit where the description needs more than the default, and copies the module's `__device__`/`__constant__`
-data in as the description holds it. Called like a C-ABI kernel (`task.abi.CKernel`), it rewrites the description
-onto the buffers it is given (`nodes.relocate`: every address inside one of the describing call's buffers moved to
-the same offset of the caller's buffer of that name) and builds, once per buffer set, a graph of those nodes with
-their dependencies; under stream capture it adds that graph to the capture as a child node (so a timing session's
-graph holds it between its flushes, like a kernel's own launches), else it launches it on the stream.
+none of its host code runs, no constructor, no registration), finds every described kernel's function by name in them (a
+name they do not define is another library's kernel: `Unreplayable`), raises a function's dynamic shared memory limit
+where the description needs more than the default, allows a cluster of more than the portable 8 blocks where a described
+launch has one (as the kernel's host code did, or its launch would have failed), and copies the module's
+`__device__`/`__constant__` data in as the description holds it. Called like a C-ABI kernel (`task.abi.CKernel`), it
+rewrites the description onto the buffers it is given (`nodes.relocate`: every address inside one of the describing
+call's buffers moved to the same offset of the caller's buffer of that name) and builds, once per buffer set, a graph of
+those nodes with their dependencies; under stream capture it adds that graph to the capture as a child node (so a timing
+session's graph holds it between its flushes, like a kernel's own launches), else it launches it on the stream.
 
 Guarantees: only the candidate's device code runs, on the buffers the harness hands it, with the launch shapes,
 arguments and data the description gives; what it computes is checked like any call's. Not guaranteed: the same
@@ -24,6 +25,7 @@ from kevolve.judge.replay import driver, fatbin
 from kevolve.judge.replay.nodes import EMPTY, KERNEL, MEMCPY, MEMSET, Description, relocate
 
 DEFAULT_SHARED = 48 << 10
+PORTABLE_CLUSTER = 8
 
 
 class Unreplayable(RuntimeError):
@@ -47,6 +49,9 @@ class ReplayedKernel:
             if need > DEFAULT_SHARED:
                 driver.call("cuFuncSetAttribute", c_void_p(self.functions[name]), driver.FUNC_MAX_DYNAMIC_SHARED,
                             c_int(need))
+        for name in _non_portable_clusters(desc):      # more than 8 blocks a cluster: its host code allowed it
+            driver.call("cuFuncSetAttribute", c_void_p(self.functions[name]), driver.FUNC_NON_PORTABLE_CLUSTER,
+                        c_int(1))
         for name, data in desc.globals:
             self._set_global(name, data)
         self.ctx = driver.current_context()
@@ -160,3 +165,10 @@ def _largest_shared(desc: Description) -> dict[str, int]:
         if node.kind == KERNEL:
             out[node.function] = max(out.get(node.function, 0), node.shared)
     return out
+
+
+def _non_portable_clusters(desc: Description) -> set[str]:
+    """The functions a described launch runs in clusters of more than 8 blocks (CUDA's portable cluster size)."""
+    return {n.function for n in desc.nodes
+            if n.kind == KERNEL and any(n.cluster) and max(1, n.cluster[0]) * max(1, n.cluster[1])
+            * max(1, n.cluster[2]) > PORTABLE_CLUSTER}
