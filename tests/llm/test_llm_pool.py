@@ -72,6 +72,9 @@ def test_a_slot_of_a_dead_process_is_free(tmp_path):
 
 
 def test_pool_runs_calls_at_once_sized_from_config(server):
+    """The server saw all 8 calls in flight at once (its own count: no clock decides this test); one after another
+    they could not have finished in under 8 x 0.3 s, the bound kept as a sanity check that holds on a loaded host
+    (a bound of half that failed once on a busy 2-core machine at 1.35 s)."""
     server.then(*[Ok(delay_s=0.3) for _ in range(8)])
     llm = make_provider(openai_config(server, concurrency=8), env=ENV)
     pool = Pool(llm)
@@ -79,7 +82,8 @@ def test_pool_runs_calls_at_once_sized_from_config(server):
     start = time.monotonic()
     replies = [f.result(timeout=30) for f in [pool.submit(USER, seed=s) for s in range(8)]]
     pool.close()
-    assert time.monotonic() - start < 0.3 * 8 / 2 and server.max_active == 8 and len(replies) == 8
+    assert server.max_active == 8 and len(replies) == 8
+    assert time.monotonic() - start < 0.3 * 8
 
 
 def test_a_failed_call_stays_in_its_future(server, sleeps):
