@@ -186,12 +186,16 @@ def on_gpu(monkeypatch):
 def test_on_gpu_an_honest_kernel_replayed_apart_from_its_host_code_keeps_its_speed(on_gpu, monkeypatch):
     """The honest seed judged with its own worker's clock, then with its device code replayed in a worker that never
     ran its host code: correct both ways, every timed configuration within a factor of 1.5 of the other."""
+    _keeps_its_speed_replayed(on_gpu, (CUDA_KERNELS / "honest.cu").read_text(), GPU, monkeypatch)
+
+
+def _keeps_its_speed_replayed(task, source: str, options: Options, monkeypatch) -> None:
+    """Judged in its own worker, then replayed: correct both ways, each timed configuration within 1.5x."""
     from kevolve.judge.evaluator.harness import evaluate
-    source = (CUDA_KERNELS / "honest.cu").read_text()
     monkeypatch.delenv("KEVOLVE_CUDA_REPLAY", raising=False)
-    own = evaluate(on_gpu, source, GPU)
+    own = evaluate(task, source, options)
     monkeypatch.setenv("KEVOLVE_CUDA_REPLAY", "1")
-    replayed = evaluate(on_gpu, source, GPU)
+    replayed = evaluate(task, source, options)
     assert own.correct and replayed.correct, (own.failure, replayed.failure)
     for a, b in zip(_kernel_ms(own), _kernel_ms(replayed)):
         assert 1 / 1.5 < b / a < 1.5, (_kernel_ms(own), _kernel_ms(replayed))
@@ -232,15 +236,7 @@ def test_on_gpu_a_kernel_in_clusters_of_sixteen_is_replayed(monkeypatch):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from kevolve.judge.evaluator.harness import evaluate
     from kevolve.task import load_task
     task = load_task("layernorm_fwd")
-    source = (task.dir / "best" / "cuda.cu").read_text()
-    options = Options(target="cuda", shapes="small", baselines=("eager",), timeout=120)
-    monkeypatch.delenv("KEVOLVE_CUDA_REPLAY", raising=False)
-    own = evaluate(task, source, options)
-    monkeypatch.setenv("KEVOLVE_CUDA_REPLAY", "1")
-    replayed = evaluate(task, source, options)
-    assert own.correct and replayed.correct, (own.failure, replayed.failure)
-    for a, b in zip(_kernel_ms(own), _kernel_ms(replayed)):
-        assert 1 / 1.5 < b / a < 1.5, (_kernel_ms(own), _kernel_ms(replayed))
+    _keeps_its_speed_replayed(task, (task.dir / "best" / "cuda.cu").read_text(),
+                              Options(target="cuda", shapes="small", baselines=("eager",), timeout=120), monkeypatch)

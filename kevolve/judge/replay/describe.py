@@ -93,9 +93,9 @@ def _dependencies(graph: int, handles: list[int]) -> dict[int, list[int]]:
     tried in order — per node with buffers for the nodes and their edge data, per node without edge data, the
     CUDA 12 three-argument entry point, then the graph's edge list — and the first that answers for every node is
     used. Raises the first way's `DriverError` when none does."""
-    ways = (("per node, edge data read", lambda: {h: _node_edges(h, True) for h in handles}),
-            ("per node, no edge data", lambda: {h: _node_edges(h, False) for h in handles}),
-            ("per node, CUDA 12 entry", lambda: {h: _node_edges_v1(h) for h in handles}),
+    ways = (("per node, edge data read", lambda: {h: _node_edges(h, "edge data") for h in handles}),
+            ("per node, no edge data", lambda: {h: _node_edges(h, "no edge data") for h in handles}),
+            ("per node, CUDA 12 entry", lambda: {h: _node_edges(h, "CUDA 12") for h in handles}),
             ("the graph's edges", lambda: _graph_edges(graph, handles)))
     first = None
     for name, way in ways:
@@ -110,20 +110,16 @@ def _dependencies(graph: int, handles: list[int]) -> dict[int, list[int]]:
     raise first if isinstance(first, DriverError) else DriverError("reading the captured graph's edges", -1)
 
 
-def _node_edges(node: int, edge_data: bool) -> list[int]:
+def _node_edges(node: int, form: str) -> list[int]:
+    """One node's dependencies by one form of the query: "edge data" (`_v2` with an edge-data buffer), "no edge
+    data" (`_v2` without), "CUDA 12" (the three-argument entry point)."""
     count = c_size_t(EDGES_MAX)
     found = (c_void_p * EDGES_MAX)()
-    edges = (ctypes.c_uint8 * (EDGE_DATA * EDGES_MAX))() if edge_data else None
-    driver.call("cuGraphNodeGetDependencies_v2", c_void_p(node), found, edges, ctypes.byref(count))
-    if count.value >= EDGES_MAX:
-        raise RuntimeError(f"a node of the captured graph has {EDGES_MAX} or more dependencies")
-    return [int(found[k]) for k in range(count.value) if found[k]]
-
-
-def _node_edges_v1(node: int) -> list[int]:
-    count = c_size_t(EDGES_MAX)
-    found = (c_void_p * EDGES_MAX)()
-    driver.call("cuGraphNodeGetDependencies", c_void_p(node), found, ctypes.byref(count))
+    if form == "CUDA 12":
+        driver.call("cuGraphNodeGetDependencies", c_void_p(node), found, ctypes.byref(count))
+    else:
+        edges = (ctypes.c_uint8 * (EDGE_DATA * EDGES_MAX))() if form == "edge data" else None
+        driver.call("cuGraphNodeGetDependencies_v2", c_void_p(node), found, edges, ctypes.byref(count))
     if count.value >= EDGES_MAX:
         raise RuntimeError(f"a node of the captured graph has {EDGES_MAX} or more dependencies")
     return [int(found[k]) for k in range(count.value) if found[k]]
